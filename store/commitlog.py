@@ -1,0 +1,324 @@
+"""The commitlog: one append-only sequence of records over fixed-size segment files.
+
+Segments are named by their start (physical) offset. A record never spans two segments: when the
+next record does not fit, an END-OF-FILE filler closes the segment and the record goes to the next
+one, as in RocketMQ. Reads return zero-copy views of the mapped segments.
+
+Threads: appends and reads happen on one thread (the broker's event loop). ``flush_to`` may run on
+another thread at the same time; it only reads the segment list under ``_lock`` and syncs pages.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+import threading
+import zlib
+from dataclasses import dataclass
+
+from store import paths
+from store.errors import CorruptRecordError, OffsetOutOfRangeError, StoreError
+from store.files import Backend, Segment
+from store.record import (
+    END_FILE_MIN_BLANK_LENGTH,
+    MAGIC_V1,
+    MAGIC_V2,
+    Host,
+    MessageRecord,
+    SysFlag,
+    check_record,
+    decode_record,
+    encode_blank,
+)
+
+__all__ = ["AppendResult", "CommitLog"]
+
+_PREFIX = {
+    (b, s): struct.Struct(">iIIiiqqiq" + f"{b}siq{s}siiqi") for b in (4, 16) for s in (4, 16)
+}
+_FIXED_V4 = _PREFIX[(4, 4)].size  # 88 bytes before the body with IPv4 hosts
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    physical_offset: int
+    total_size: int
+
+    @property
+    def end_offset(self) -> int:
+        return self.physical_offset + self.total_size
+
+
+class CommitLog:
+    """Append, read and truncate records; segments of ``segment_size`` bytes (each file may differ
+    when reading a store written with another size, e.g. RocketMQ's 1 GiB)."""
+
+    def __init__(self, backend: Backend, *, segment_size: int) -> None:
+        assert segment_size >= 64 * 1024
+        self.backend = backend
+        self.segment_size = segment_size
+        self._starts: list[int] = []
+        self._segments: list[Segment] = []
+        self._write_position = 0  # within the last segment
+        self._flushed_offset = 0
+        self._lock = threading.Lock()
+
+    # -- opening ---------------------------------------------------------------------------
+
+    def load(self) -> list[str]:
+        """Open every segment file. Returns the names of files in ``commitlog/`` that are not segments."""
+        foreign: list[str] = []
+        expected = None
+        for name in self.backend.list_names(paths.COMMITLOG):
+            start = paths.offset_for_file_name(name)
+            if start is None:
+                foreign.append(name)
+                continue
+            segment = self.backend.open_segment(paths.COMMITLOG / name)
+            if expected is not None and start != expected:
+                segment.close()
+                raise StoreError(
+                    f"commitlog segment {name} starts at {start}, expected {expected}: a segment is missing"
+                )
+            self._starts.append(start)
+            self._segments.append(segment)
+            expected = start + segment.size
+        if self._segments:
+            self._write_position = self._segments[-1].size  # recovery sets the real end
+        self._flushed_offset = self.max_offset
+        return foreign
+
+    def close(self) -> None:
+        with self._lock:
+            for segment in self._segments:
+                segment.close()
+            self._segments.clear()
+            self._starts.clear()
+
+    # -- offsets ---------------------------------------------------------------------------
+
+    @property
+    def min_offset(self) -> int:
+        return self._starts[0] if self._starts else 0
+
+    @property
+    def max_offset(self) -> int:
+        """The physical offset the next record will be written at (end of written data)."""
+        if not self._segments:
+            return 0
+        return self._starts[-1] + self._write_position
+
+    @property
+    def flushed_offset(self) -> int:
+        return self._flushed_offset
+
+    def segment_starts(self) -> list[int]:
+        return list(self._starts)
+
+    def segment_for(self, offset: int) -> tuple[int, Segment]:
+        index = bisect.bisect_right(self._starts, offset) - 1
+        if index < 0 or offset >= self._starts[index] + self._segments[index].size:
+            raise OffsetOutOfRangeError(f"physical offset {offset} is not in the commitlog")
+        return self._starts[index], self._segments[index]
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def _new_segment(self, start: int) -> Segment:
+        segment = self.backend.create_segment(paths.commitlog_segment(start), self.segment_size)
+        with self._lock:
+            self._starts.append(start)
+            self._segments.append(segment)
+        self._write_position = 0
+        return segment
+
+    def reserve(self, total_size: int) -> tuple[Segment, int, int]:
+        """Make room for ``total_size`` bytes: returns (segment, position in it, physical offset)."""
+        if not self._segments:
+            self._new_segment(0)
+        segment = self._segments[-1]
+        position = self._write_position
+        if total_size + END_FILE_MIN_BLANK_LENGTH > segment.size - position:
+            if total_size + END_FILE_MIN_BLANK_LENGTH > self.segment_size:
+                raise StoreError(
+                    f"{total_size}-byte write does not fit a {self.segment_size}-byte segment"
+                )
+            remaining = segment.size - position
+            if remaining >= END_FILE_MIN_BLANK_LENGTH:
+                segment.write(position, encode_blank(remaining))
+            segment = self._new_segment(self._starts[-1] + segment.size)
+            position = 0
+        return segment, position, self._starts[-1] + position
+
+    def append_record(
+        self,
+        *,
+        topic: bytes,
+        queue_id: int,
+        flag: int,
+        queue_offset: int,
+        sysflag: int,
+        born_timestamp: int,
+        born_host: Host,
+        store_timestamp: int,
+        store_host: Host,
+        reconsume_times: int,
+        prepared_transaction_offset: int,
+        body: bytes | memoryview,
+        properties: bytes,
+    ) -> AppendResult:
+        """Encode and write one record in RocketMQ's layout. Limits are the caller's job."""
+        born_len = len(born_host.address)
+        store_len = len(store_host.address)
+        sysflag &= ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
+        if born_len == 16:
+            sysflag |= SysFlag.BORNHOST_V6
+        if store_len == 16:
+            sysflag |= SysFlag.STOREHOST_V6
+        topic_len = len(topic)
+        version_two = topic_len > 127
+        prefix = _PREFIX[(born_len, store_len)]
+        body_len = len(body)
+        total = prefix.size + body_len + (2 if version_two else 1) + topic_len + 2 + len(properties)
+        segment, position, physical_offset = self.reserve(total)
+        view = segment.view
+        prefix.pack_into(
+            view,
+            position,
+            total,
+            MAGIC_V2 if version_two else MAGIC_V1,
+            zlib.crc32(body) & 0x7FFFFFFF,
+            queue_id,
+            flag,
+            queue_offset,
+            physical_offset,
+            sysflag,
+            born_timestamp,
+            born_host.address,
+            born_host.port,
+            store_timestamp,
+            store_host.address,
+            store_host.port,
+            reconsume_times,
+            prepared_transaction_offset,
+            body_len,
+        )
+        at = position + prefix.size
+        view[at : at + body_len] = body
+        at += body_len
+        tail = b"".join(
+            (
+                topic_len.to_bytes(2 if version_two else 1, "big"),
+                topic,
+                len(properties).to_bytes(2, "big"),
+                properties,
+            )
+        )
+        view[at : at + len(tail)] = tail
+        assert at + len(tail) == position + total
+        self._write_position = position + total
+        return AppendResult(physical_offset, total)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def view_at(self, offset: int, size: int) -> memoryview:
+        """Zero-copy view of ``size`` bytes at ``offset``; they must lie in one segment."""
+        start, segment = self.segment_for(offset)
+        position = offset - start
+        if position + size > segment.size or offset + size > self.max_offset:
+            raise OffsetOutOfRangeError(f"{size} bytes at {offset} pass the end of written data")
+        return segment.view[position : position + size]
+
+    def read(self, offset: int, *, check_crc: bool = True) -> MessageRecord:
+        """Decode the record at ``offset``; its CRC is checked again (pair assertion with append)."""
+        if offset < self.min_offset or offset >= self.max_offset:
+            raise OffsetOutOfRangeError(
+                f"physical offset {offset} outside [{self.min_offset}, {self.max_offset})"
+            )
+        start, segment = self.segment_for(offset)
+        end = self.max_offset - start if segment is self._segments[-1] else segment.size
+        view = segment.view[:end]
+        try:
+            record = decode_record(view, offset - start, check_crc=check_crc)
+        except CorruptRecordError as error:
+            raise CorruptRecordError(
+                error.reason, offset=offset, path=str(paths.commitlog_segment(start))
+            ) from None
+        if record.physical_offset != offset:
+            raise CorruptRecordError(
+                f"record claims physical offset {record.physical_offset}", offset=offset
+            )
+        return record
+
+    def record_size_at(self, offset: int) -> int:
+        start, segment = self.segment_for(offset)
+        return check_record(segment.view, offset - start, check_crc=False)
+
+    # -- durability --------------------------------------------------------------------------
+
+    def flush_to(self, offset: int | None = None) -> int:
+        """Sync written bytes up to ``offset`` (default: all). Safe to call from another thread.
+
+        Returns the new flushed offset."""
+        with self._lock:
+            target = self.max_offset if offset is None else min(offset, self.max_offset)
+            flushed = self._flushed_offset
+            if target <= flushed:
+                return flushed
+            work = [
+                (start, segment)
+                for start, segment in zip(self._starts, self._segments, strict=True)
+                if start + segment.size > flushed and start < target
+            ]
+        for start, segment in work:
+            low = max(flushed, start) - start
+            high = min(target, start + segment.size) - start
+            segment.flush_range(low, high)
+        with self._lock:
+            if target > self._flushed_offset:
+                self._flushed_offset = target
+        return target
+
+    # -- recovery and retention -----------------------------------------------------------
+
+    def set_end(self, end_offset: int) -> int:
+        """Cut everything at and after ``end_offset``: zero the rest of its segment and delete the
+        segments after it. Returns the number of bytes that were cut (non-zero bytes included)."""
+        if not self._segments:
+            return 0
+        cut = 0
+        with self._lock:
+            while (
+                len(self._starts) > 1
+                and self._starts[-1] >= end_offset
+                and end_offset > self._starts[0]
+            ):
+                start = self._starts.pop()
+                segment = self._segments.pop()
+                cut += segment.size
+                segment.close()
+                self.backend.remove(paths.commitlog_segment(start))
+        start, segment = self._starts[-1], self._segments[-1]
+        end_offset = max(end_offset, start)
+        if end_offset >= start + segment.size:
+            self._write_position = segment.size
+        else:
+            position = end_offset - start
+            cut += max(0, self._write_position - position)
+            # Zero the tail so a later recovery can never mistake stale bytes for records.
+            segment.write(position, bytes(segment.size - position))
+            segment.flush()
+            self._write_position = position
+        self._flushed_offset = min(self._flushed_offset, self.max_offset)
+        return cut
+
+    def delete_segments_before(self, offset: int) -> list[int]:
+        """Delete whole segments that end at or before ``offset``; never the newest."""
+        deleted: list[int] = []
+        with self._lock:
+            while len(self._segments) > 1 and self._starts[0] + self._segments[0].size <= offset:
+                start = self._starts.pop(0)
+                segment = self._segments.pop(0)
+                segment.close()
+                self.backend.remove(paths.commitlog_segment(start))
+                deleted.append(start)
+        return deleted

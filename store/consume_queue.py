@@ -1,0 +1,319 @@
+"""Consume queues: per topic and queue id, 20-byte entries pointing into the commitlog.
+
+    offset  size  field
+         0     8  commitLogOffset   physical offset of the record
+         8     4  size              the record's TOTALSIZE
+        12     8  tagsCode          Java String.hashCode of TAGS (0 without a tag); for
+                                    SCHEDULE_TOPIC_XXXX the delivery timestamp
+
+Files live under ``consumequeue/<topic>/<queueId>/`` and are named by their first entry's *byte*
+offset in the queue (logical offset * 20). An entry's logical offset is its byte position / 20.
+A queue whose first file does not start at 0 has older files deleted by retention.
+"""
+
+from __future__ import annotations
+
+import bisect
+import struct
+from collections.abc import Callable, Iterator
+
+from store import paths
+from store.errors import StoreError
+from store.files import Backend, Segment
+
+__all__ = ["ENTRY", "ENTRY_SIZE", "ConsumeQueue", "ConsumeQueueStore", "QueueEntry"]
+
+ENTRY = struct.Struct(">qiq")
+ENTRY_SIZE = ENTRY.size
+assert ENTRY_SIZE == 20
+
+QueueEntry = tuple[int, int, int]  # (physical offset, size, tags code)
+
+
+class ConsumeQueue:
+    def __init__(
+        self, backend: Backend, topic: str, queue_id: int, *, entries_per_file: int
+    ) -> None:
+        assert entries_per_file > 0
+        self.backend = backend
+        self.topic = topic
+        self.queue_id = queue_id
+        self.file_size = entries_per_file * ENTRY_SIZE
+        self._starts: list[int] = []  # byte offsets
+        self._segments: list[Segment] = []
+        self._min_logical = 0
+        self._max_logical = 0  # next logical offset to write
+        self.max_physical_offset = -1  # physical offset of the last entry (for idempotent dispatch)
+        self.last_entry_end = 0  # physical end of the last entry's record
+
+    @property
+    def directory(self):
+        return paths.consume_queue_dir(self.topic, self.queue_id)
+
+    def load(self) -> None:
+        """Open existing files and find the last valid entry (the first entry that is all zero,
+        or has a negative offset or non-positive size, ends the queue, as in RocketMQ)."""
+        names = [
+            n
+            for n in self.backend.list_names(self.directory)
+            if paths.offset_for_file_name(n) is not None
+        ]
+        for name in names:
+            segment = self.backend.open_segment(self.directory / name)
+            if segment.size % ENTRY_SIZE:
+                segment.close()
+                raise StoreError(
+                    f"{self.directory / name}: size {segment.size} is not a multiple of 20"
+                )
+            if not self._segments:
+                self.file_size = segment.size  # a store written with another file size keeps it
+            self._starts.append(int(name))
+            self._segments.append(segment)
+        if not self._segments:
+            return
+        self._min_logical = self._starts[0] // ENTRY_SIZE
+        self._max_logical = self._min_logical
+        for start, segment in zip(self._starts, self._segments, strict=True):
+            count = self._valid_count(segment)
+            self._max_logical = (start + count * ENTRY_SIZE) // ENTRY_SIZE
+            if count < segment.size // ENTRY_SIZE:
+                break
+        self._drop_files_after(self._max_logical)
+        self._skip_leading_blanks()
+        self._refresh_last()
+
+    def _valid_count(self, segment: Segment) -> int:
+        view = segment.view
+        low, high = 0, segment.size // ENTRY_SIZE
+        # Entries are written in order, so the valid ones form a prefix: binary search its end.
+        while low < high:
+            mid = (low + high) // 2
+            offset, size, _ = ENTRY.unpack_from(view, mid * ENTRY_SIZE)
+            if offset >= 0 and size > 0 and not (offset == 0 and size == 0):
+                low = mid + 1
+            else:
+                high = mid
+        return low
+
+    def _skip_leading_blanks(self) -> None:
+        # RocketMQ pads a queue that starts late with (0, Integer.MAX_VALUE, 0) filler entries.
+        while self._min_logical < self._max_logical:
+            entry = self._entry(self._min_logical)
+            if entry[1] != 0x7FFFFFFF:
+                break
+            self._min_logical += 1
+
+    def _refresh_last(self) -> None:
+        if self._max_logical > self._min_logical:
+            offset, size, _ = self._entry(self._max_logical - 1)
+            self.max_physical_offset = offset
+            self.last_entry_end = offset + size
+        else:
+            self.max_physical_offset = -1
+            self.last_entry_end = 0
+
+    def close(self) -> None:
+        for segment in self._segments:
+            segment.close()
+        self._segments.clear()
+        self._starts.clear()
+
+    @property
+    def min_offset(self) -> int:
+        return self._min_logical
+
+    @property
+    def max_offset(self) -> int:
+        """The logical offset the next entry gets (RocketMQ's max offset in queue)."""
+        return self._max_logical
+
+    def _locate(self, logical: int) -> tuple[Segment, int]:
+        byte_offset = logical * ENTRY_SIZE
+        index = bisect.bisect_right(self._starts, byte_offset) - 1
+        if index < 0:
+            raise IndexError(logical)
+        return self._segments[index], byte_offset - self._starts[index]
+
+    def _entry(self, logical: int) -> QueueEntry:
+        segment, position = self._locate(logical)
+        return ENTRY.unpack_from(segment.view, position)
+
+    def put(self, logical: int, physical_offset: int, size: int, tags_code: int) -> bool:
+        """Write the entry for ``logical``. Re-dispatch is idempotent: an entry whose record is
+        already covered is skipped (returns False)."""
+        if physical_offset <= self.max_physical_offset and logical < self._max_logical:
+            return False
+        if logical != self._max_logical:
+            if self._max_logical == 0 and not self._segments:
+                self._min_logical = logical  # a queue that starts late (after retention)
+                self._max_logical = logical
+            else:
+                raise StoreError(
+                    f"consume queue {self.topic}/{self.queue_id}: entry {logical} written, "
+                    f"expected {self._max_logical}"
+                )
+        byte_offset = logical * ENTRY_SIZE
+        if not self._segments or byte_offset >= self._starts[-1] + self._segments[-1].size:
+            start = byte_offset - byte_offset % self.file_size
+            segment = self.backend.create_segment(
+                paths.consume_queue_segment(self.topic, self.queue_id, start), self.file_size
+            )
+            self._starts.append(start)
+            self._segments.append(segment)
+            if len(self._segments) == 1:
+                # RocketMQ's fillPreBlank: so that a reload finds the first real entry.
+                for position in range(0, byte_offset - start, ENTRY_SIZE):
+                    ENTRY.pack_into(segment.view, position, 0, 0x7FFFFFFF, 0)
+        segment = self._segments[-1]
+        ENTRY.pack_into(
+            segment.view, byte_offset - self._starts[-1], physical_offset, size, tags_code
+        )
+        self._max_logical = logical + 1
+        self.max_physical_offset = physical_offset
+        self.last_entry_end = physical_offset + size
+        return True
+
+    def get(self, logical: int, max_count: int) -> list[QueueEntry]:
+        """Up to ``max_count`` entries from ``logical`` (clamped to what the queue holds)."""
+        logical = max(logical, self._min_logical)
+        end = min(self._max_logical, logical + max_count)
+        result: list[QueueEntry] = []
+        while logical < end:
+            segment, position = self._locate(logical)
+            in_file = min(end - logical, (segment.size - position) // ENTRY_SIZE)
+            result.extend(
+                ENTRY.iter_unpack(segment.view[position : position + in_file * ENTRY_SIZE])
+            )
+            logical += in_file
+        return result
+
+    def entries(self, logical: int = 0) -> Iterator[tuple[int, QueueEntry]]:
+        logical = max(logical, self._min_logical)
+        while logical < self._max_logical:
+            for entry in self.get(logical, 1024):
+                yield logical, entry
+                logical += 1
+
+    def offset_by_time(self, timestamp_ms: int, store_time_of: Callable[[int], int | None]) -> int:
+        """The first logical offset whose record was stored at or after ``timestamp_ms``
+        (binary search over store times read from the commitlog, as RocketMQ does)."""
+        low, high = self._min_logical, self._max_logical
+        while low < high:
+            mid = (low + high) // 2
+            stored = store_time_of(self._entry(mid)[0])
+            if stored is None or stored < timestamp_ms:
+                low = mid + 1
+            else:
+                high = mid
+        return low
+
+    def truncate_from_physical(self, physical_offset: int) -> int:
+        """Drop entries whose record starts at or after ``physical_offset`` (recovery). Returns
+        how many were dropped."""
+        dropped = 0
+        while self._max_logical > self._min_logical:
+            offset, _, _ = self._entry(self._max_logical - 1)
+            if offset < physical_offset:
+                break
+            segment, position = self._locate(self._max_logical - 1)
+            segment.write(position, bytes(ENTRY_SIZE))
+            self._max_logical -= 1
+            dropped += 1
+        self._drop_files_after(self._max_logical)
+        self._refresh_last()
+        return dropped
+
+    def _drop_files_after(self, logical: int) -> None:
+        byte_offset = logical * ENTRY_SIZE
+        while len(self._segments) > 1 and self._starts[-1] > byte_offset:
+            start = self._starts.pop()
+            self._segments.pop().close()
+            self.backend.remove(paths.consume_queue_segment(self.topic, self.queue_id, start))
+
+    def delete_before_physical(self, physical_offset: int) -> int:
+        """Retention: delete whole files whose entries all point below ``physical_offset`` and
+        move the min offset past entries below it. Returns files deleted."""
+        deleted = 0
+        while len(self._segments) > 1:
+            last_in_first = (self._starts[1] // ENTRY_SIZE) - 1
+            if self._entry(last_in_first)[0] >= physical_offset:
+                break
+            start = self._starts.pop(0)
+            self._segments.pop(0).close()
+            self.backend.remove(paths.consume_queue_segment(self.topic, self.queue_id, start))
+            deleted += 1
+        self._min_logical = max(
+            self._min_logical, self._starts[0] // ENTRY_SIZE if self._starts else 0
+        )
+        while (
+            self._min_logical < self._max_logical
+            and self._entry(self._min_logical)[0] < physical_offset
+        ):
+            self._min_logical += 1
+        return deleted
+
+    def flush(self) -> None:
+        for segment in self._segments:
+            segment.flush()
+
+    def destroy(self) -> None:
+        self.close()
+        self.backend.remove(self.directory)
+        self._min_logical = self._max_logical = 0
+        self.max_physical_offset = -1
+        self.last_entry_end = 0
+
+
+class ConsumeQueueStore:
+    """Every consume queue of a store, created on first use."""
+
+    def __init__(self, backend: Backend, *, entries_per_file: int) -> None:
+        self.backend = backend
+        self.entries_per_file = entries_per_file
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+
+    def load(self) -> None:
+        for topic in self.backend.list_names(paths.CONSUME_QUEUE):
+            for queue_name in self.backend.list_names(paths.CONSUME_QUEUE / topic):
+                if not queue_name.isdigit():
+                    continue
+                queue = ConsumeQueue(
+                    self.backend, topic, int(queue_name), entries_per_file=self.entries_per_file
+                )
+                queue.load()
+                self.queues[(topic, int(queue_name))] = queue
+
+    def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self.queues.get((topic, queue_id))
+
+    def get_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
+        queue = self.queues.get((topic, queue_id))
+        if queue is None:
+            queue = ConsumeQueue(
+                self.backend, topic, queue_id, entries_per_file=self.entries_per_file
+            )
+            self.queues[(topic, queue_id)] = queue
+        return queue
+
+    def max_physical_offset(self) -> int:
+        return max((q.max_physical_offset for q in self.queues.values()), default=-1)
+
+    def max_record_end(self) -> int:
+        return max((q.last_entry_end for q in self.queues.values()), default=0)
+
+    def truncate_from_physical(self, physical_offset: int) -> int:
+        return sum(q.truncate_from_physical(physical_offset) for q in self.queues.values())
+
+    def flush(self) -> None:
+        for queue in self.queues.values():
+            queue.flush()
+
+    def close(self) -> None:
+        for queue in self.queues.values():
+            queue.close()
+
+    def destroy_all(self) -> None:
+        for queue in self.queues.values():
+            queue.destroy()
+        self.queues.clear()
+        self.backend.remove(paths.CONSUME_QUEUE)

@@ -1,0 +1,260 @@
+"""Fixed-size segment files and the two backends that hold them: a directory on disk or memory.
+
+Every on-disk structure of the store (commitlog, consume queues, index, checkpoint) reaches its
+bytes through a :class:`Backend`, so the whole engine runs unchanged in memory for tests and an
+embedded broker. Paths given to a backend are relative to the store root.
+
+Segments on disk are preallocated with ``posix_fallocate`` and mapped with ``mmap``: a full disk
+fails when a segment is created (a clear ``StoreFullError``), never as a SIGBUS in the middle of a
+write, and reads are zero-copy ``memoryview`` slices of the mapping.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import mmap
+import os
+from pathlib import Path, PurePosixPath
+
+from store.errors import StoreFullError
+
+__all__ = ["Backend", "DiskBackend", "MemoryBackend", "Segment"]
+
+_PAGE = mmap.PAGESIZE
+
+
+class Segment:
+    """One fixed-size file: ``view`` covers all of it; ``write`` copies bytes in; ``flush`` syncs."""
+
+    __slots__ = ("name", "size", "view", "_dirty_from", "_dirty_to")
+
+    def __init__(self, name: str, size: int, view: memoryview) -> None:
+        assert size > 0
+        assert len(view) == size
+        self.name = name
+        self.size = size
+        self.view = view
+        self._dirty_from = size
+        self._dirty_to = 0
+
+    def write(self, position: int, data: bytes | bytearray | memoryview) -> None:
+        end = position + len(data)
+        assert 0 <= position <= end <= self.size, (position, len(data), self.size)
+        self.view[position:end] = data
+        if position < self._dirty_from:
+            self._dirty_from = position
+        if end > self._dirty_to:
+            self._dirty_to = end
+
+    def flush(self) -> None:
+        """Make every byte written so far durable (a no-op in memory)."""
+        self._dirty_from = self.size
+        self._dirty_to = 0
+
+    def flush_range(self, start: int, end: int) -> None:
+        """Make bytes [start, end) durable. Touches no shared state, so another thread may call it."""
+        assert 0 <= start <= end <= self.size
+
+    def close(self) -> None:
+        self.view.release()
+
+
+class _DiskSegment(Segment):
+    __slots__ = ("_fd", "_map", "path")
+
+    def __init__(self, path: Path, fd: int, size: int) -> None:
+        self._fd = fd
+        self._map = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self.path = path
+        super().__init__(path.name, size, memoryview(self._map))
+
+    def flush(self) -> None:
+        if self._dirty_to > self._dirty_from:
+            start = self._dirty_from - self._dirty_from % _PAGE
+            self._map.flush(start, self._dirty_to - start)
+        super().flush()
+
+    def flush_range(self, start: int, end: int) -> None:
+        assert 0 <= start <= end <= self.size
+        if end > start:
+            aligned = start - start % _PAGE
+            self._map.flush(aligned, end - aligned)
+
+    def close(self) -> None:
+        super().close()
+        with contextlib.suppress(BufferError):
+            self._map.close()
+        os.close(self._fd)
+
+
+class Backend:
+    """Where a store keeps its files. Paths are relative to the store root."""
+
+    root: Path | None = None
+
+    def create_segment(self, rel: PurePosixPath, size: int) -> Segment:
+        raise NotImplementedError
+
+    def open_segment(self, rel: PurePosixPath) -> Segment:
+        raise NotImplementedError
+
+    def list_names(self, rel: PurePosixPath) -> list[str]:
+        """Names directly under ``rel`` (files and folders), sorted; empty if it does not exist."""
+        raise NotImplementedError
+
+    def exists(self, rel: PurePosixPath) -> bool:
+        raise NotImplementedError
+
+    def remove(self, rel: PurePosixPath) -> None:
+        raise NotImplementedError
+
+    def read_bytes(self, rel: PurePosixPath) -> bytes | None:
+        raise NotImplementedError
+
+    def write_bytes(self, rel: PurePosixPath, data: bytes, *, durable: bool = True) -> None:
+        """Replace a small file whole (atomically on disk: temp file, fsync, rename)."""
+        raise NotImplementedError
+
+    def size_of(self, rel: PurePosixPath) -> int:
+        raise NotImplementedError
+
+
+class DiskBackend(Backend):
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def _abs(self, rel: PurePosixPath) -> Path:
+        return self.root / rel
+
+    def create_segment(self, rel: PurePosixPath, size: int) -> Segment:
+        path = self._abs(rel)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                os.posix_fallocate(fd, 0, size)
+            except OSError as error:
+                if error.errno == errno.ENOSPC:
+                    raise StoreFullError(
+                        errno.ENOSPC, f"no space left to create {size}-byte segment", str(path)
+                    ) from error
+                if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                    raise
+                os.ftruncate(fd, size)
+            return _DiskSegment(path, fd, size)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                path.unlink()
+            raise
+
+    def open_segment(self, rel: PurePosixPath) -> Segment:
+        path = self._abs(rel)
+        fd = os.open(path, os.O_RDWR)
+        try:
+            size = os.fstat(fd).st_size
+            if size == 0:
+                raise ValueError(f"{path}: empty file is not a segment")
+            return _DiskSegment(path, fd, size)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def list_names(self, rel: PurePosixPath) -> list[str]:
+        path = self._abs(rel)
+        try:
+            return sorted(os.listdir(path))
+        except FileNotFoundError:
+            return []
+
+    def exists(self, rel: PurePosixPath) -> bool:
+        return self._abs(rel).exists()
+
+    def remove(self, rel: PurePosixPath) -> None:
+        path = self._abs(rel)
+        if path.is_dir():
+            for name in os.listdir(path):
+                self.remove(rel / name)
+            path.rmdir()
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+
+    def read_bytes(self, rel: PurePosixPath) -> bytes | None:
+        try:
+            return self._abs(rel).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def write_bytes(self, rel: PurePosixPath, data: bytes, *, durable: bool = True) -> None:
+        path = self._abs(rel)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temp = path.with_name(path.name + ".tmp")
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+
+    def size_of(self, rel: PurePosixPath) -> int:
+        return self._abs(rel).stat().st_size
+
+
+class MemoryBackend(Backend):
+    """Keeps every file in a dict: same behaviour, nothing on disk, gone when the process ends."""
+
+    def __init__(self) -> None:
+        self._segments: dict[PurePosixPath, bytearray] = {}
+        self._files: dict[PurePosixPath, bytes] = {}
+
+    def create_segment(self, rel: PurePosixPath, size: int) -> Segment:
+        buffer = bytearray(size)
+        self._segments[PurePosixPath(rel)] = buffer
+        return Segment(PurePosixPath(rel).name, size, memoryview(buffer))
+
+    def open_segment(self, rel: PurePosixPath) -> Segment:
+        buffer = self._segments[PurePosixPath(rel)]
+        return Segment(PurePosixPath(rel).name, len(buffer), memoryview(buffer))
+
+    def _all(self) -> list[PurePosixPath]:
+        return [*self._segments, *self._files]
+
+    def list_names(self, rel: PurePosixPath) -> list[str]:
+        rel = PurePosixPath(rel)
+        depth = len(rel.parts)
+        names = {
+            p.parts[depth]
+            for p in self._all()
+            if p.parts[:depth] == rel.parts and len(p.parts) > depth
+        }
+        return sorted(names)
+
+    def exists(self, rel: PurePosixPath) -> bool:
+        rel = PurePosixPath(rel)
+        return any(p == rel or p.parts[: len(rel.parts)] == rel.parts for p in self._all())
+
+    def remove(self, rel: PurePosixPath) -> None:
+        rel = PurePosixPath(rel)
+        for table in (self._segments, self._files):
+            for path in [p for p in table if p == rel or p.parts[: len(rel.parts)] == rel.parts]:
+                del table[path]
+
+    def read_bytes(self, rel: PurePosixPath) -> bytes | None:
+        return self._files.get(PurePosixPath(rel))
+
+    def write_bytes(self, rel: PurePosixPath, data: bytes, *, durable: bool = True) -> None:
+        self._files[PurePosixPath(rel)] = bytes(data)
+
+    def size_of(self, rel: PurePosixPath) -> int:
+        rel = PurePosixPath(rel)
+        if rel in self._segments:
+            return len(self._segments[rel])
+        return len(self._files[rel])

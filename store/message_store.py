@@ -1,0 +1,594 @@
+"""The store facade: put messages, read them back, and keep consume queues, index and state in step.
+
+Synchronous and single-threaded except :meth:`MessageStore.flush_to`, which the broker may run on
+a worker thread (group commit) while the event loop keeps appending.
+
+Opening a store takes the ``lock`` file (a second process gets :class:`StoreLockedError`),
+writes the ``abort`` file (its presence at the next start means the process did not shut down
+cleanly) and runs recovery; :attr:`MessageStore.recovery_report` says what it found.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import enum
+import fcntl
+import os
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+from store import paths
+from store.checkpoint import Checkpoint
+from store.commitlog import CommitLog
+from store.config import StoreConfig
+from store.consume_queue import ConsumeQueueStore
+from store.errors import CorruptRecordError, OffsetOutOfRangeError, StoreLockedError
+from store.files import Backend, DiskBackend, MemoryBackend
+from store.index import IndexService
+from store.javahash import tags_code as compute_tags_code
+from store.record import (
+    LOCALHOST,
+    Host,
+    MessageRecord,
+    SysFlag,
+    check_limits,
+    decode_properties,
+    encode_properties,
+)
+from store.recovery import DamagedRange, RecoveryReport, TornTail, nonzero_extent, scan_records
+from store.state import (
+    STATE_TOPIC,
+    MessageState,
+    StateChange,
+    StateTable,
+    decode_state_body,
+    encode_state_body,
+)
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+
+__all__ = ["GetResult", "GetStatus", "MessageStore", "PutMessage", "PutResult"]
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class PutMessage(msgspec.Struct, kw_only=True):
+    """A message to append. ``properties_text`` (the wire form) wins over ``properties``."""
+
+    topic: str
+    body: bytes
+    queue_id: int = 0
+    flag: int = 0
+    properties: dict[str, str] | None = None
+    properties_text: str | None = None
+    sysflag: int = 0
+    born_timestamp: int = 0
+    born_host: Host = LOCALHOST
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PutResult:
+    physical_offset: int
+    total_size: int
+    queue_offset: int
+    store_timestamp: int
+
+    @property
+    def end_offset(self) -> int:
+        return self.physical_offset + self.total_size
+
+
+class GetStatus(enum.Enum):
+    """RocketMQ's GetMessageStatus values that a read can end with."""
+
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+
+
+@dataclass(slots=True)
+class GetResult:
+    status: GetStatus
+    next_offset: int
+    min_offset: int
+    max_offset: int
+    # (queue offset, physical offset, zero-copy view of the stored record)
+    messages: list[tuple[int, int, memoryview]]
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(len(view) for _, _, view in self.messages)
+
+
+class MessageStore:
+    """Open with :meth:`open` (a directory) or :meth:`in_memory`; use as a context manager."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        config: StoreConfig | None = None,
+        clock_ms: Callable[[], int] = _wall_clock_ms,
+    ) -> None:
+        self.backend = backend
+        self.config = config or StoreConfig()
+        self.clock_ms = clock_ms
+        self.commitlog = CommitLog(backend, segment_size=self.config.commitlog_segment_size)
+        self.consume_queues = ConsumeQueueStore(
+            backend, entries_per_file=self.config.consume_queue_entries_per_file
+        )
+        self.index = IndexService(
+            backend,
+            slot_count=self.config.index_slot_count,
+            entry_count=self.config.index_entry_count,
+        )
+        self.states = StateTable()
+        self.damaged: list[DamagedRange] = []
+        self.recovery_report = RecoveryReport()
+        self._lock_fd: int | None = None
+        self._valid_topics: set[str] = set()
+        self._closed = True
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        root: str | os.PathLike[str],
+        *,
+        config: StoreConfig | None = None,
+        clock_ms: Callable[[], int] = _wall_clock_ms,
+    ) -> MessageStore:
+        store = cls(DiskBackend(Path(root)), config=config, clock_ms=clock_ms)
+        store._start()
+        return store
+
+    @classmethod
+    def in_memory(
+        cls, *, config: StoreConfig | None = None, clock_ms: Callable[[], int] = _wall_clock_ms
+    ) -> MessageStore:
+        store = cls(MemoryBackend(), config=config, clock_ms=clock_ms)
+        store._start()
+        return store
+
+    def __enter__(self) -> MessageStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _start(self) -> None:
+        self._take_lock()
+        try:
+            abnormal = self.backend.exists(paths.ABORT)
+            self.backend.write_bytes(paths.ABORT, str(os.getpid()).encode(), durable=False)
+            self.recovery_report = self._recover(abnormal)
+        except BaseException:
+            self._release_lock()
+            raise
+        self._closed = False
+
+    def _take_lock(self) -> None:
+        root = self.backend.root
+        if root is None:
+            return
+        fd = os.open(root / paths.LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            pid = (self.backend.read_bytes(paths.ABORT) or b"?").decode(errors="replace")
+            raise StoreLockedError(
+                f"store {root} is already open in another process (pid {pid}); stop it first"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, b"lock")
+        self._lock_fd = fd
+
+    def _release_lock(self) -> None:
+        if self._lock_fd is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def close(self) -> None:
+        """Flush everything, write the checkpoint, remove ``abort``: the next open is normal."""
+        if self._closed:
+            return
+        self.flush_all()
+        self.index.close()
+        self.consume_queues.close()
+        self.commitlog.close()
+        self.backend.remove(paths.ABORT)
+        self._release_lock()
+        self._closed = True
+
+    def crash_for_test(self) -> None:
+        """Drop every handle without flushing or removing ``abort``, as a killed process would."""
+        self.index.close()
+        self.consume_queues.close()
+        self.commitlog.close()
+        self._release_lock()
+        self._closed = True
+
+    # -- recovery ----------------------------------------------------------------------------
+
+    def _recover(self, abnormal: bool) -> RecoveryReport:
+        started = time.perf_counter()
+        report = RecoveryReport(abnormal=abnormal, scan_mode=self.config.recovery_scan)
+        report.foreign_files = self.commitlog.load()
+        self.consume_queues.load()
+        self.index.load()
+        checkpoint = Checkpoint.load(self.backend) or Checkpoint()
+        starts = self.commitlog.segment_starts()
+        if not starts:
+            self.consume_queues.destroy_all()
+            self.index.truncate_after(0)
+            report.seconds = time.perf_counter() - started
+            return report
+        confirmed = checkpoint.confirm_phy_offset
+        if self.config.recovery_scan == "full" or not (starts[0] <= confirmed):
+            first = 0
+        else:
+            first = max(0, bisect.bisect_right(starts, confirmed) - 1)
+        report.scanned_from = starts[first]
+        # Everything before the confirmed offset is durable in every structure; records after it
+        # are dispatched again (consume queues skip what they already hold; the index is cut).
+        redispatch_from = min(confirmed, self.commitlog.max_offset) if abnormal else confirmed
+        redispatch_from = max(redispatch_from, starts[first])
+        self.index.truncate_after(redispatch_from)
+        pending: list[int] = []
+        end_offset = starts[first]
+        for i in range(first, len(starts)):
+            start, segment = starts[i], self.commitlog.segment_for(starts[i])[1]
+            last = i == len(starts) - 1
+
+            def collect(position: int, size: int, start: int = start) -> None:
+                if start + position >= redispatch_from:
+                    pending.append(start + position)
+
+            records, scanned, stop = scan_records(
+                segment.view, 0, check_crc=self.config.check_crc_on_recover, on_record=collect
+            )
+            report.records_scanned += records
+            report.bytes_scanned += scanned
+            end_offset = start + stop.position
+            name = str(paths.commitlog_segment(start))
+            if stop.kind in ("blank", "limit") and not last:
+                end_offset = start + segment.size
+                continue
+            if stop.kind == "damage" and not last:
+                damage = DamagedRange(
+                    name, start + stop.position, start + segment.size, stop.reason
+                )
+                report.damaged.append(damage)
+                end_offset = start + segment.size
+                continue
+            if not last:
+                # Zeros where a record or filler should be: the segment was never finished.
+                damage = DamagedRange(
+                    name, start + stop.position, start + segment.size, "unfinished segment"
+                )
+                report.damaged.append(damage)
+                end_offset = start + segment.size
+                continue
+            if stop.kind == "damage":
+                lost = nonzero_extent(segment.view, stop.position)
+                report.torn_tail = TornTail(name, stop.position, lost, stop.reason)
+            break
+        self.damaged = report.damaged
+        self.commitlog.set_end(end_offset)
+        report.end_offset = self.commitlog.max_offset
+        report.consume_queue_entries_dropped = self.consume_queues.truncate_from_physical(
+            report.end_offset
+        )
+        self.index.truncate_after(report.end_offset)
+        for offset in pending:
+            if offset < report.end_offset:
+                self._dispatch(self.commitlog.read(offset, check_crc=False))
+                report.redispatched += 1
+        self._rebuild_states()
+        self.flush_all()
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _rebuild_states(self) -> None:
+        self.states.clear()
+        queue = self.consume_queues.get(STATE_TOPIC, 0)
+        if queue is None:
+            return
+        for _, (offset, _, _) in queue.entries():
+            try:
+                record = self.commitlog.read(offset)
+                self.states.apply(decode_state_body(record.body, record.store_timestamp))
+            except (CorruptRecordError, OffsetOutOfRangeError, ValueError):
+                continue  # a damaged state record is reported by recovery; skip it
+
+    # -- writing -----------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the store is closed")
+
+    def put(self, message: PutMessage) -> PutResult:
+        """Append one message and dispatch it. Raises LimitExceededError (nothing written) when
+        the message breaks a limit, StoreFullError when the disk is full."""
+        self._check_open()
+        topic = message.topic
+        if message.properties_text is not None:
+            properties_text = message.properties_text
+            properties = decode_properties(properties_text)
+        else:
+            properties = message.properties or {}
+            properties_text = encode_properties(properties)
+        properties_bytes = properties_text.encode("utf-8")
+        topic_bytes = topic.encode("utf-8")
+        if topic in self._valid_topics:
+            limits = self.config.limits
+            if (
+                len(message.body) > limits.body_size_max
+                or len(properties_bytes) > limits.properties_size_max
+            ):
+                check_limits(topic, topic_bytes, message.body, properties_bytes, limits)
+        else:
+            check_limits(topic, topic_bytes, message.body, properties_bytes, self.config.limits)
+            self._valid_topics.add(topic)
+        tx_type = message.sysflag & SysFlag.TRANSACTION_MASK
+        dispatch_to_queue = tx_type in (
+            SysFlag.TRANSACTION_NOT_TYPE,
+            SysFlag.TRANSACTION_COMMIT_TYPE,
+        )
+        queue_offset = 0
+        queue = None
+        if dispatch_to_queue:
+            queue = self.consume_queues.get_or_create(topic, message.queue_id)
+            queue_offset = queue.max_offset
+        store_timestamp = self.clock_ms()
+        appended = self.commitlog.append_record(
+            topic=topic_bytes,
+            queue_id=message.queue_id,
+            flag=message.flag,
+            queue_offset=queue_offset,
+            sysflag=message.sysflag,
+            born_timestamp=message.born_timestamp,
+            born_host=message.born_host,
+            store_timestamp=store_timestamp,
+            store_host=self.config.store_host,
+            reconsume_times=message.reconsume_times,
+            prepared_transaction_offset=message.prepared_transaction_offset,
+            body=message.body,
+            properties=properties_bytes,
+        )
+        offset = appended.physical_offset
+        if queue is not None:
+            code = self._queue_tags_code(topic, properties, store_timestamp)
+            queue.put(queue_offset, offset, appended.total_size, code)
+        if self.config.message_index_enable and tx_type != SysFlag.TRANSACTION_ROLLBACK_TYPE:
+            self.index.put(topic, _index_keys(properties), offset, store_timestamp)
+        if topic == STATE_TOPIC:
+            self.states.apply(decode_state_body(message.body, store_timestamp))
+        return PutResult(offset, appended.total_size, queue_offset, store_timestamp)
+
+    def put_many(self, messages: Iterable[PutMessage]) -> list[PutResult]:
+        """Append a batch, in order; a message that breaks a limit stops the batch before any
+        of it is written."""
+        batch = list(messages)
+        for message in batch:
+            text = message.properties_text
+            if text is None:
+                text = encode_properties(message.properties or {})
+            check_limits(
+                message.topic,
+                message.topic.encode("utf-8"),
+                message.body,
+                text.encode("utf-8"),
+                self.config.limits,
+            )
+        return [self.put(message) for message in batch]
+
+    def _dispatch(self, record: MessageRecord) -> None:
+        """Build consume-queue, index and state entries for a record read back (recovery)."""
+        tx_type = record.sysflag & SysFlag.TRANSACTION_MASK
+        if tx_type in (SysFlag.TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE):
+            queue = self.consume_queues.get_or_create(record.topic, record.queue_id)
+            if queue.max_physical_offset < record.physical_offset:
+                code = self._queue_tags_code(
+                    record.topic, record.properties, record.store_timestamp
+                )
+                if record.queue_offset < queue.max_offset:
+                    # The queue holds entries the commitlog no longer backs in that order.
+                    queue.truncate_from_physical(record.physical_offset)
+                queue.put(record.queue_offset, record.physical_offset, record.total_size, code)
+        if self.config.message_index_enable and tx_type != SysFlag.TRANSACTION_ROLLBACK_TYPE:
+            self.index.put(
+                record.topic,
+                _index_keys(record.properties),
+                record.physical_offset,
+                record.store_timestamp,
+            )
+
+    def _queue_tags_code(self, topic: str, properties: dict[str, str], store_timestamp: int) -> int:
+        if topic == SCHEDULE_TOPIC and "DELAY" in properties:
+            # RocketMQ keeps the delivery time of a delayed message in its tags code.
+            with contextlib.suppress(ValueError):
+                level = int(properties["DELAY"])
+                if level > 0:
+                    delays = self.config.delay_levels_ms
+                    return store_timestamp + delays[min(level, len(delays)) - 1]
+        return compute_tags_code(properties.get("TAGS"))
+
+    def set_state(self, physical_offset: int, state: MessageState, reason: str = "") -> PutResult:
+        """Record a state change of the message at ``physical_offset`` (an appended record)."""
+        self.read(physical_offset, check_crc=False)  # the target must exist
+        return self.put(
+            PutMessage(
+                topic=STATE_TOPIC,
+                body=encode_state_body(physical_offset, state, reason),
+                properties={"TAGS": state.label},
+            )
+        )
+
+    def state_of(self, physical_offset: int) -> MessageState:
+        return self.states.state_of(physical_offset)
+
+    def state_change_of(self, physical_offset: int) -> StateChange | None:
+        return self.states.change_of(physical_offset)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def read(self, physical_offset: int, *, check_crc: bool = True) -> MessageRecord:
+        """The record at ``physical_offset``; raises CorruptRecordError if it fails a check or
+        lies in a range recovery reported as damaged."""
+        self._check_damaged(physical_offset)
+        return self.commitlog.read(physical_offset, check_crc=check_crc)
+
+    def _check_damaged(self, physical_offset: int) -> None:
+        for damage in self.damaged:
+            if damage.start_offset <= physical_offset < damage.end_offset:
+                raise CorruptRecordError(
+                    f"in a damaged range: {damage.reason}", offset=physical_offset, path=damage.file
+                )
+
+    def store_time_of(self, physical_offset: int) -> int | None:
+        try:
+            return self.commitlog.read(physical_offset, check_crc=False).store_timestamp
+        except (CorruptRecordError, OffsetOutOfRangeError):
+            return None
+
+    def get_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int = 32,
+        *,
+        tags_codes: set[int] | None = None,
+        max_bytes: int = 4 * 1024 * 1024,
+        only_available: bool = True,
+    ) -> GetResult:
+        """Read up to ``max_count`` stored records from a queue, as RocketMQ's getMessage does.
+
+        Entries whose tags code is not in ``tags_codes`` (when given), whose message is not
+        available (when ``only_available``) or which lie in a damaged range are skipped; the
+        next offset moves past them."""
+        queue = self.consume_queues.get(topic, queue_id)
+        if queue is None:
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0, [])
+        low, high = queue.min_offset, queue.max_offset
+        if high == 0 or low == high:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, low, low, high, [])
+        if offset < low:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, low, low, high, [])
+        if offset == high:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, low, high, [])
+        if offset > high:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, high, low, high, [])
+        messages: list[tuple[int, int, memoryview]] = []
+        total_bytes = 0
+        next_offset = offset
+        # Read a few more entries than asked, since filtered ones do not count.
+        for physical, size, code in queue.get(offset, max(max_count * 4, 64)):
+            if len(messages) >= max_count or (messages and total_bytes + size > max_bytes):
+                break
+            queue_offset = next_offset
+            next_offset += 1
+            if physical < self.commitlog.min_offset:
+                continue
+            if tags_codes is not None and code not in tags_codes:
+                continue
+            if only_available and self.states.state_of(physical) is not MessageState.AVAILABLE:
+                continue
+            if self.damaged and any(
+                d.start_offset <= physical < d.end_offset for d in self.damaged
+            ):
+                continue
+            messages.append((queue_offset, physical, self.commitlog.view_at(physical, size)))
+            total_bytes += size
+        status = GetStatus.FOUND if messages else GetStatus.NO_MATCHED_MESSAGE
+        return GetResult(status, next_offset, low, high, messages)
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        queue = self.consume_queues.get(topic, queue_id)
+        return 0 if queue is None else queue.min_offset
+
+    def max_offset(self, topic: str, queue_id: int) -> int:
+        queue = self.consume_queues.get(topic, queue_id)
+        return 0 if queue is None else queue.max_offset
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        queue = self.consume_queues.get(topic, queue_id)
+        return 0 if queue is None else queue.offset_by_time(timestamp_ms, self.store_time_of)
+
+    def queue_ids(self, topic: str) -> list[int]:
+        return sorted(q for (t, q) in self.consume_queues.queues if t == topic)
+
+    def topics(self) -> list[str]:
+        return sorted({t for (t, _) in self.consume_queues.queues})
+
+    def query_by_key(
+        self,
+        topic: str,
+        key: str,
+        *,
+        begin_ms: int = 0,
+        end_ms: int | None = None,
+        max_results: int = 64,
+    ) -> list[MessageRecord]:
+        """Messages of ``topic`` whose KEYS or UNIQ_KEY equal ``key``, newest first. The index
+        hash can collide, so each candidate's real keys are compared."""
+        end_ms = end_ms if end_ms is not None else (1 << 62)
+        found: list[MessageRecord] = []
+        for offset in self.index.query(topic, key, begin_ms, end_ms, max_results * 2):
+            try:
+                record = self.read(offset)
+            except (CorruptRecordError, OffsetOutOfRangeError):
+                continue
+            if record.topic == topic and (key in record.keys or record.unique_key == key):
+                found.append(record)
+                if len(found) >= max_results:
+                    break
+        return found
+
+    # -- durability --------------------------------------------------------------------------
+
+    def flush_to(self, offset: int | None = None) -> int:
+        """fsync the commitlog up to ``offset``; safe from a worker thread (group commit)."""
+        return self.commitlog.flush_to(offset)
+
+    def flush_all(self) -> None:
+        """Flush commitlog, consume queues and index, then advance the checkpoint past them."""
+        confirmed = self.commitlog.max_offset
+        self.commitlog.flush_to(confirmed)
+        self.consume_queues.flush()
+        self.index.flush()
+        now = self.clock_ms()
+        Checkpoint(now, now, now, confirmed, confirmed).save(self.backend)
+
+    @property
+    def min_physical_offset(self) -> int:
+        return self.commitlog.min_offset
+
+    @property
+    def max_physical_offset(self) -> int:
+        return self.commitlog.max_offset
+
+
+def _index_keys(properties: dict[str, str]) -> list[str]:
+    keys = [k for k in properties.get("KEYS", "").split(" ") if k]
+    unique = properties.get("UNIQ_KEY")
+    if unique:
+        keys.append(unique)
+    return keys

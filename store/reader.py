@@ -1,0 +1,186 @@
+"""Read-only access to a store directory: for inspection tools and the Spark exporter.
+
+It takes no lock and writes nothing, so it can read a store that a broker has open, or one
+written by Apache RocketMQ (only ``commitlog/`` is needed; states are folded from the state
+topic's records when pocketmq wrote them).
+
+Unlike recovery, a record whose structure is sound but whose body CRC does not match is
+reported (``crc_ok = False``) and the walk goes on; a record whose structure is broken ends its
+segment: in the last segment that is a torn tail, elsewhere a damaged range.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from store import paths
+from store.consume_queue import ENTRY, ENTRY_SIZE
+from store.errors import CorruptRecordError
+from store.record import MessageRecord, body_crc, check_record, decode_record
+from store.state import STATE_TOPIC, StateChange, decode_state_body
+
+__all__ = ["ReadRecord", "ScanSummary", "SegmentFile", "StoreReader"]
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentFile:
+    start_offset: int
+    path: Path
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReadRecord:
+    physical_offset: int
+    size: int
+    record: MessageRecord
+    crc_ok: bool
+    segment: SegmentFile
+
+
+@dataclass(slots=True)
+class ScanSummary:
+    records: int = 0
+    bytes: int = 0
+    bad_crc: int = 0
+    torn_tail: str | None = None  # "file at position: reason, N bytes after it"
+    torn_tail_bytes: int = 0
+    damaged: list[str] = field(default_factory=list)
+    foreign_files: list[str] = field(default_factory=list)
+
+
+class StoreReader:
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        directory = self.root / paths.COMMITLOG
+        if not directory.is_dir():
+            raise FileNotFoundError(
+                f"{self.root} has no commitlog/ folder: not a RocketMQ or pocketmq store"
+            )
+        self.segments: list[SegmentFile] = []
+        self.foreign_files: list[str] = []
+        for name in sorted(os.listdir(directory)):
+            start = paths.offset_for_file_name(name)
+            path = directory / name
+            if start is None or not path.is_file():
+                self.foreign_files.append(str(path))
+                continue
+            size = path.stat().st_size
+            if size == 0:
+                self.foreign_files.append(str(path))
+                continue
+            self.segments.append(SegmentFile(start, path, size))
+        self.summary = ScanSummary(foreign_files=list(self.foreign_files))
+
+    def iter_records(self, from_offset: int = 0) -> Iterator[ReadRecord]:
+        """Every record from ``from_offset`` (rounded down to the segment holding it) on,
+        skipping records before it. Updates :attr:`summary` as it goes."""
+        summary = self.summary
+        for i, segment in enumerate(self.segments):
+            if segment.start_offset + segment.size <= from_offset:
+                continue
+            last = i == len(self.segments) - 1
+            with (
+                open(segment.path, "rb") as handle,
+                mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped,
+            ):
+                view = memoryview(mapped)
+                try:
+                    yield from self._walk(segment, view, from_offset, last, summary)
+                finally:
+                    view.release()
+
+    def _walk(
+        self,
+        segment: SegmentFile,
+        view: memoryview,
+        from_offset: int,
+        last: bool,
+        summary: ScanSummary,
+    ) -> Iterator[ReadRecord]:
+        position = 0
+        while position + 8 <= len(view):
+            try:
+                size = check_record(view, position, check_crc=False)
+            except CorruptRecordError as error:
+                self._note_stop(segment, view, position, error.reason, last, summary)
+                return
+            if size == 0:
+                return  # END-OF-FILE filler
+            offset = segment.start_offset + position
+            if offset >= from_offset:
+                record = decode_record(view, position, check_crc=False)
+                crc_ok = body_crc(record.body) == record.body_crc
+                summary.records += 1
+                summary.bytes += size
+                if not crc_ok:
+                    summary.bad_crc += 1
+                yield ReadRecord(offset, size, record, crc_ok, segment)
+            position += size
+
+    @staticmethod
+    def _note_stop(
+        segment: SegmentFile,
+        view: memoryview,
+        position: int,
+        reason: str,
+        last: bool,
+        summary: ScanSummary,
+    ) -> None:
+        rest = len(bytes(view[position:]).rstrip(b"\0"))
+        if rest == 0 and last:
+            return  # the end of written data
+        where = f"{segment.path} at position {position} (physical offset {segment.start_offset + position})"
+        if last:
+            summary.torn_tail = f"{where}: {reason}, {rest} bytes after it"
+            summary.torn_tail_bytes = rest
+        else:
+            summary.damaged.append(f"{where}: {reason}, rest of the segment unreadable")
+
+    def states(self) -> dict[int, StateChange]:
+        """Current state changes by target physical offset, folded from the state topic's records
+        (found through its consume queue, so only those records are read)."""
+        result: dict[int, StateChange] = {}
+        queue_dir = self.root / paths.consume_queue_dir(STATE_TOPIC, 0)
+        if not queue_dir.is_dir():
+            return result
+        offsets: list[int] = []
+        for name in sorted(os.listdir(queue_dir)):
+            if paths.offset_for_file_name(name) is None:
+                continue
+            data = (queue_dir / name).read_bytes()
+            for physical, size, _ in ENTRY.iter_unpack(data[: len(data) - len(data) % ENTRY_SIZE]):
+                if size <= 0 or size == 0x7FFFFFFF:
+                    if size <= 0:
+                        break
+                    continue
+                offsets.append(physical)
+        for physical in offsets:
+            segment = self._segment_of(physical)
+            if segment is None:
+                continue
+            with open(segment.path, "rb") as handle:
+                handle.seek(physical - segment.start_offset)
+                head = handle.read(4)
+                if len(head) < 4:
+                    continue
+                handle.seek(physical - segment.start_offset)
+                data = handle.read(int.from_bytes(head, "big", signed=True))
+            try:
+                record = decode_record(data, 0)
+                change = decode_state_body(record.body, record.store_timestamp)
+            except (CorruptRecordError, ValueError):
+                continue
+            if record.topic == STATE_TOPIC:
+                result[change.target_offset] = change
+        return result
+
+    def _segment_of(self, physical: int) -> SegmentFile | None:
+        for segment in self.segments:
+            if segment.start_offset <= physical < segment.start_offset + segment.size:
+                return segment
+        return None

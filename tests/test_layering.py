@@ -1,0 +1,81 @@
+"""Imports go one way (DESIGN.md): ids <- store <- broker; client uses only broker.protocol and ids;
+sparkexport reads the store and ids. ``ids`` and ``store`` never touch asyncio or sockets."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("ids", "store", "broker", "client", "sparkexport")
+
+# What each package (or sub-package) may import from the project, and which stdlib modules it may not.
+PROJECT_ALLOWED = {
+    "ids": {"ids"},
+    "store": {"ids", "store"},
+    "broker.protocol": {"broker.protocol"},
+    "broker": {"broker", "store", "ids"},
+    "client": {"client", "broker.protocol", "ids"},
+    "sparkexport": {"sparkexport", "store", "ids"},
+}
+FORBIDDEN_EXTERNAL = {
+    "ids": {"asyncio", "socket", "selectors", "uvloop"},
+    "store": {"asyncio", "socket", "selectors", "uvloop"},
+    "broker.protocol": {"asyncio", "socket", "selectors", "uvloop"},
+}
+
+
+def _layer_of(module: str) -> str:
+    if module.startswith("broker.protocol"):
+        return "broker.protocol"
+    return module.split(".")[0]
+
+
+def _modules() -> list[tuple[str, Path]]:
+    found = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            relative = path.relative_to(ROOT).with_suffix("")
+            found.append((".".join(relative.parts), path))
+    return found
+
+
+def _imports(path: Path, module: str) -> list[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = (
+                    module.split(".")[: -node.level]
+                    if path.name != "__init__.py"
+                    else module.split(".")[: len(module.split(".")) - node.level + 1]
+                )
+                names.append(".".join([*base, node.module] if node.module else base))
+            elif node.module:
+                names.append(node.module)
+    return names
+
+
+@pytest.mark.parametrize(("module", "path"), _modules(), ids=lambda value: str(value))
+def test_imports_follow_the_layers(module: str, path: Path) -> None:
+    layer = _layer_of(module)
+    allowed = PROJECT_ALLOWED[layer]
+    forbidden = FORBIDDEN_EXTERNAL.get(layer, set())
+    for name in _imports(path, module):
+        top = name.split(".")[0]
+        if top in PACKAGES:
+            assert any(name == a or name.startswith(a + ".") for a in allowed), (
+                f"{module} imports {name}: layer {layer} may only import {sorted(allowed)}"
+            )
+        assert top not in forbidden, f"{module} imports {name}, which layer {layer} must not use"
+
+
+def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.py"
+    bad.write_text("import asyncio\nfrom broker.server import x\n")
+    assert _imports(bad, "store.bad") == ["asyncio", "broker.server"]
