@@ -20,6 +20,7 @@ from store import paths
 from store.errors import CorruptRecordError, OffsetOutOfRangeError, StoreError
 from store.files import Backend, Segment
 from store.record import (
+    CRC_PROPERTY_LENGTH,
     END_FILE_MIN_BLANK_LENGTH,
     MAGIC_V1,
     MAGIC_V2,
@@ -29,6 +30,8 @@ from store.record import (
     check_record,
     decode_record,
     encode_blank,
+    encode_crc_property,
+    with_crc_room,
 )
 
 __all__ = ["AppendResult", "CommitLog"]
@@ -165,8 +168,14 @@ class CommitLog:
         prepared_transaction_offset: int,
         body: bytes | memoryview,
         properties: bytes,
+        append_crc: bool = True,
     ) -> AppendResult:
-        """Encode and write one record in RocketMQ's layout. Limits are the caller's job."""
+        """Encode and write one record in RocketMQ's layout. Limits are the caller's job.
+
+        ``append_crc`` ends the properties with RocketMQ's ``__CRC32#`` whole-record CRC."""
+        if append_crc:
+            properties = with_crc_room(properties)
+        crc_room = CRC_PROPERTY_LENGTH if append_crc else 0
         born_len = len(born_host.address)
         store_len = len(store_host.address)
         sysflag &= ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
@@ -178,7 +187,8 @@ class CommitLog:
         version_two = topic_len > 127
         prefix = _PREFIX[(born_len, store_len)]
         body_len = len(body)
-        total = prefix.size + body_len + (2 if version_two else 1) + topic_len + 2 + len(properties)
+        properties_len = len(properties) + crc_room
+        total = prefix.size + body_len + (2 if version_two else 1) + topic_len + 2 + properties_len
         segment, position, physical_offset = self.reserve(total)
         view = segment.view
         prefix.pack_into(
@@ -209,12 +219,17 @@ class CommitLog:
             (
                 topic_len.to_bytes(2 if version_two else 1, "big"),
                 topic,
-                len(properties).to_bytes(2, "big"),
+                properties_len.to_bytes(2, "big"),
                 properties,
             )
         )
         view[at : at + len(tail)] = tail
-        assert at + len(tail) == position + total
+        at += len(tail)
+        if append_crc:
+            crc = zlib.crc32(view[position:at]) & 0x7FFFFFFF
+            view[at : at + CRC_PROPERTY_LENGTH] = encode_crc_property(crc)
+            at += CRC_PROPERTY_LENGTH
+        assert at == position + total
         self._write_position = position + total
         return AppendResult(physical_offset, total)
 
@@ -228,7 +243,9 @@ class CommitLog:
             raise OffsetOutOfRangeError(f"{size} bytes at {offset} pass the end of written data")
         return segment.view[position : position + size]
 
-    def read(self, offset: int, *, check_crc: bool = True) -> MessageRecord:
+    def read(
+        self, offset: int, *, check_crc: bool = True, require_record_crc: bool = False
+    ) -> MessageRecord:
         """Decode the record at ``offset``; its CRC is checked again (pair assertion with append)."""
         if offset < self.min_offset or offset >= self.max_offset:
             raise OffsetOutOfRangeError(
@@ -238,7 +255,9 @@ class CommitLog:
         end = self.max_offset - start if segment is self._segments[-1] else segment.size
         view = segment.view[:end]
         try:
-            record = decode_record(view, offset - start, check_crc=check_crc)
+            record = decode_record(
+                view, offset - start, check_crc=check_crc, require_record_crc=require_record_crc
+            )
         except CorruptRecordError as error:
             raise CorruptRecordError(
                 error.reason, offset=offset, path=str(paths.commitlog_segment(start))

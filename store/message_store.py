@@ -29,14 +29,16 @@ from store.config import StoreConfig
 from store.consume_queue import ConsumeQueueStore
 from store.errors import CorruptRecordError, OffsetOutOfRangeError, StoreLockedError
 from store.files import Backend, DiskBackend, MemoryBackend
-from store.index import IndexService
+from store.index import IndexFormatError, IndexService
 from store.javahash import tags_code as compute_tags_code
 from store.record import (
+    CRC_RESERVE,
     LOCALHOST,
     Host,
     MessageRecord,
     SysFlag,
     check_limits,
+    check_record,
     decode_properties,
     encode_properties,
 )
@@ -49,6 +51,7 @@ from store.state import (
     decode_state_body,
     encode_state_body,
 )
+from store.store_format import StoreFormat
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
@@ -137,6 +140,8 @@ class MessageStore:
         )
         self.states = StateTable()
         self.damaged: list[DamagedRange] = []
+        self.store_format = StoreFormat()
+        self.corrupt_reads = 0  # records skipped by reads because they failed a check
         self.recovery_report = RecoveryReport()
         self._lock_fd: int | None = None
         self._valid_topics: set[str] = set()
@@ -176,6 +181,12 @@ class MessageStore:
             abnormal = self.backend.exists(paths.ABORT)
             self.backend.write_bytes(paths.ABORT, str(os.getpid()).encode(), durable=False)
             self.recovery_report = self._recover(abnormal)
+            updated = self.store_format.after_recovery(
+                self.commitlog.max_offset, append_record_crc=self.config.append_record_crc
+            )
+            if updated is not None:
+                self.store_format = updated
+                updated.save(self.backend)
         except BaseException:
             self._release_lock()
             raise
@@ -231,8 +242,9 @@ class MessageStore:
         report = RecoveryReport(abnormal=abnormal, scan_mode=self.config.recovery_scan)
         report.foreign_files = self.commitlog.load()
         self.consume_queues.load()
-        self.index.load()
+        index_broken = self._load_index(report)
         checkpoint = Checkpoint.load(self.backend) or Checkpoint()
+        self.store_format = StoreFormat.load(self.backend)
         starts = self.commitlog.segment_starts()
         if not starts:
             self.consume_queues.destroy_all()
@@ -249,7 +261,7 @@ class MessageStore:
         # are dispatched again (consume queues skip what they already hold; the index is cut).
         redispatch_from = min(confirmed, self.commitlog.max_offset) if abnormal else confirmed
         redispatch_from = max(redispatch_from, starts[first])
-        self.index.truncate_after(redispatch_from)
+        self.index.truncate_after(redispatch_from, store_timestamp_of=self.store_time_of)
         pending: list[int] = []
         end_offset = starts[first]
         for i in range(first, len(starts)):
@@ -261,7 +273,12 @@ class MessageStore:
                     pending.append(start + position)
 
             records, scanned, stop = scan_records(
-                segment.view, 0, check_crc=self.config.check_crc_on_recover, on_record=collect
+                segment.view,
+                0,
+                base_offset=start,
+                check_crc=self.config.check_crc_on_recover,
+                on_record=collect,
+                record_crc_range=self.store_format.crc_range,
             )
             report.records_scanned += records
             report.bytes_scanned += scanned
@@ -295,15 +312,52 @@ class MessageStore:
         report.consume_queue_entries_dropped = self.consume_queues.truncate_from_physical(
             report.end_offset
         )
-        self.index.truncate_after(report.end_offset)
+        self.index.truncate_after(report.end_offset, store_timestamp_of=self.store_time_of)
         for offset in pending:
             if offset < report.end_offset:
                 self._dispatch(self.commitlog.read(offset, check_crc=False))
                 report.redispatched += 1
+        if index_broken:
+            self._rebuild_index(report.end_offset)
         self._rebuild_states()
         self.flush_all()
         report.seconds = time.perf_counter() - started
         return report
+
+    def _load_index(self, report: RecoveryReport) -> bool:
+        """Open the index; an unreadable index is set aside and rebuilt from the commitlog."""
+        try:
+            self.index.load()
+            return False
+        except IndexFormatError as error:
+            report.index_rebuilt = str(error)
+            self.index.close()
+            self.backend.remove(paths.INDEX)
+            self.index = IndexService(
+                self.backend,
+                slot_count=self.config.index_slot_count,
+                entry_count=self.config.index_entry_count,
+            )
+            return True
+
+    def _rebuild_index(self, end_offset: int) -> None:
+        if not self.config.message_index_enable:
+            return
+        for start in self.commitlog.segment_starts():
+            segment = self.commitlog.segment_for(start)[1]
+            offsets: list[int] = []
+            scan_records(segment.view, 0, check_crc=False, on_record=_collector(offsets))
+            for position in offsets:
+                offset = start + position
+                if offset >= end_offset or any(
+                    d.start_offset <= offset < d.end_offset for d in self.damaged
+                ):
+                    continue
+                record = self.commitlog.read(offset, check_crc=False)
+                if record.sysflag & SysFlag.TRANSACTION_MASK != SysFlag.TRANSACTION_ROLLBACK_TYPE:
+                    self.index.put(
+                        record.topic, _index_keys(record.properties), offset, record.store_timestamp
+                    )
 
     def _rebuild_states(self) -> None:
         self.states.clear()
@@ -327,33 +381,53 @@ class MessageStore:
         """Append one message and dispatch it. Raises LimitExceededError (nothing written) when
         the message breaks a limit, StoreFullError when the disk is full."""
         self._check_open()
+        return self._append(message, *self._prepare(message))
+
+    def put_many(self, messages: Iterable[PutMessage]) -> list[PutResult]:
+        """Append a batch, in order. Every message is checked first: one that breaks a limit
+        refuses the whole batch and nothing of it is written."""
+        self._check_open()
+        prepared = [(message, *self._prepare(message)) for message in messages]
+        return [self._append(*item) for item in prepared]
+
+    def _prepare(self, message: PutMessage) -> tuple[bytes, dict[str, str], bytes]:
+        """Check the limits; returns (topic bytes, properties, properties bytes)."""
         topic = message.topic
         if message.properties_text is not None:
-            properties_text = message.properties_text
-            properties = decode_properties(properties_text)
+            properties_bytes = message.properties_text.encode("utf-8")
+            properties = decode_properties(message.properties_text)
         else:
             properties = message.properties or {}
-            properties_text = encode_properties(properties)
-        properties_bytes = properties_text.encode("utf-8")
+            properties_bytes = encode_properties(properties).encode("utf-8")
         topic_bytes = topic.encode("utf-8")
-        if topic in self._valid_topics:
-            limits = self.config.limits
-            if (
-                len(message.body) > limits.body_size_max
-                or len(properties_bytes) > limits.properties_size_max
-            ):
-                check_limits(topic, topic_bytes, message.body, properties_bytes, limits)
-        else:
-            check_limits(topic, topic_bytes, message.body, properties_bytes, self.config.limits)
+        limits = self.config.limits
+        reserve = CRC_RESERVE if self.config.append_record_crc else 0
+        if topic not in self._valid_topics:
+            check_limits(
+                topic, topic_bytes, message.body, properties_bytes, limits, reserve=reserve
+            )
             self._valid_topics.add(topic)
+        elif (
+            len(message.body) > limits.body_size_max
+            or len(properties_bytes) > limits.properties_size_max - reserve
+        ):
+            check_limits(
+                topic, topic_bytes, message.body, properties_bytes, limits, reserve=reserve
+            )
+        return topic_bytes, properties, properties_bytes
+
+    def _append(
+        self,
+        message: PutMessage,
+        topic_bytes: bytes,
+        properties: dict[str, str],
+        properties_bytes: bytes,
+    ) -> PutResult:
+        topic = message.topic
         tx_type = message.sysflag & SysFlag.TRANSACTION_MASK
-        dispatch_to_queue = tx_type in (
-            SysFlag.TRANSACTION_NOT_TYPE,
-            SysFlag.TRANSACTION_COMMIT_TYPE,
-        )
         queue_offset = 0
         queue = None
-        if dispatch_to_queue:
+        if tx_type == SysFlag.TRANSACTION_NOT_TYPE or tx_type == SysFlag.TRANSACTION_COMMIT_TYPE:
             queue = self.consume_queues.get_or_create(topic, message.queue_id)
             queue_offset = queue.max_offset
         store_timestamp = self.clock_ms()
@@ -371,6 +445,7 @@ class MessageStore:
             prepared_transaction_offset=message.prepared_transaction_offset,
             body=message.body,
             properties=properties_bytes,
+            append_crc=self.config.append_record_crc,
         )
         offset = appended.physical_offset
         if queue is not None:
@@ -381,23 +456,6 @@ class MessageStore:
         if topic == STATE_TOPIC:
             self.states.apply(decode_state_body(message.body, store_timestamp))
         return PutResult(offset, appended.total_size, queue_offset, store_timestamp)
-
-    def put_many(self, messages: Iterable[PutMessage]) -> list[PutResult]:
-        """Append a batch, in order; a message that breaks a limit stops the batch before any
-        of it is written."""
-        batch = list(messages)
-        for message in batch:
-            text = message.properties_text
-            if text is None:
-                text = encode_properties(message.properties or {})
-            check_limits(
-                message.topic,
-                message.topic.encode("utf-8"),
-                message.body,
-                text.encode("utf-8"),
-                self.config.limits,
-            )
-        return [self.put(message) for message in batch]
 
     def _dispatch(self, record: MessageRecord) -> None:
         """Build consume-queue, index and state entries for a record read back (recovery)."""
@@ -453,7 +511,11 @@ class MessageStore:
         """The record at ``physical_offset``; raises CorruptRecordError if it fails a check or
         lies in a range recovery reported as damaged."""
         self._check_damaged(physical_offset)
-        return self.commitlog.read(physical_offset, check_crc=check_crc)
+        return self.commitlog.read(
+            physical_offset,
+            check_crc=check_crc,
+            require_record_crc=check_crc and self.store_format.requires_crc(physical_offset),
+        )
 
     def _check_damaged(self, physical_offset: int) -> None:
         for damage in self.damaged:
@@ -478,6 +540,7 @@ class MessageStore:
         tags_codes: set[int] | None = None,
         max_bytes: int = 4 * 1024 * 1024,
         only_available: bool = True,
+        verify_crc: bool = True,
     ) -> GetResult:
         """Read up to ``max_count`` stored records from a queue, as RocketMQ's getMessage does.
 
@@ -515,7 +578,11 @@ class MessageStore:
                 d.start_offset <= physical < d.end_offset for d in self.damaged
             ):
                 continue
-            messages.append((queue_offset, physical, self.commitlog.view_at(physical, size)))
+            view = self.commitlog.view_at(physical, size)
+            if verify_crc and not _record_intact(view, self.store_format.requires_crc(physical)):
+                self.corrupt_reads += 1
+                continue  # never serve a damaged record; recovery or `store inspect` names it
+            messages.append((queue_offset, physical, view))
             total_bytes += size
         status = GetStatus.FOUND if messages else GetStatus.NO_MATCHED_MESSAGE
         return GetResult(status, next_offset, low, high, messages)
@@ -584,6 +651,20 @@ class MessageStore:
     @property
     def max_physical_offset(self) -> int:
         return self.commitlog.max_offset
+
+
+def _collector(positions: list[int]) -> Callable[[int, int], None]:
+    def collect(position: int, _size: int) -> None:
+        positions.append(position)
+
+    return collect
+
+
+def _record_intact(view: memoryview, require_record_crc: bool) -> bool:
+    try:
+        return check_record(view, 0, require_record_crc=require_record_crc) == len(view)
+    except CorruptRecordError:
+        return False
 
 
 def _index_keys(properties: dict[str, str]) -> list[str]:

@@ -186,6 +186,39 @@ class MessageRecord(msgspec.Struct, kw_only=True):
         return self.properties.get("UNIQ_KEY")
 
 
+CRC_PROPERTY_NAME = "__CRC32#"
+CRC_PROPERTY_LENGTH = 20  # "__CRC32#" 0x01 ten digits 0x02
+CRC_RESERVE = (
+    CRC_PROPERTY_LENGTH + 1
+)  # and a separator that may have to close the user's properties
+_CRC_PROPERTY_PREFIX = b"__CRC32#\x01"
+
+
+def encode_crc_property(crc: int) -> bytes:
+    """RocketMQ's ``__CRC32#`` property: ten decimal digits, least significant digit first."""
+    assert 0 <= crc <= 0x7FFFFFFF
+    digits = f"{crc:010d}"[::-1]
+    return _CRC_PROPERTY_PREFIX + digits.encode("ascii") + b"\x02"
+
+
+def record_crc_at(view: memoryview | bytes, end: int) -> int | None:
+    """The whole-record CRC stored in the last 20 bytes before ``end``, or None if absent."""
+    start = end - CRC_PROPERTY_LENGTH
+    if start < 0 or view[end - 1] != 2 or bytes(view[start : start + 9]) != _CRC_PROPERTY_PREFIX:
+        return None
+    digits = bytes(view[start + 9 : end - 1])
+    if not digits.isdigit():
+        return None
+    return int(digits[::-1])
+
+
+def with_crc_room(properties: bytes) -> bytes:
+    """Properties with a separator closing them (as RocketMQ adds before the CRC property)."""
+    if properties and not properties.endswith(b"\x02"):
+        return properties + b"\x02"
+    return properties
+
+
 def body_crc(body: bytes | memoryview) -> int:
     """RocketMQ's body CRC: CRC-32 (ISO-HDLC, as ``java.util.zip.CRC32``) with the sign bit cleared."""
     return zlib.crc32(body) & 0x7FFFFFFF
@@ -246,8 +279,12 @@ def encode_record(
     *,
     limits: RecordLimits | None = None,
     properties_bytes: bytes | None = None,
+    append_crc: bool = False,
 ) -> bytes:
     """Encode ``record`` as stored, with its own offsets, timestamps and a freshly computed CRC.
+
+    ``append_crc`` adds RocketMQ's ``__CRC32#`` property (``enabledAppendPropCRC``): a CRC of
+    the whole record but its last 20 bytes, so header and properties are guarded too.
 
     The magic (V1 or V2) and the host bits of the sysflag follow from the topic and hosts, as
     RocketMQ chooses them. Raises :class:`LimitExceededError` and writes nothing when a limit
@@ -257,7 +294,16 @@ def encode_record(
     topic_bytes = record.topic.encode("utf-8")
     if properties_bytes is None:
         properties_bytes = encode_properties(record.properties).encode("utf-8")
-    check_limits(record.topic, topic_bytes, record.body, properties_bytes, limits)
+    check_limits(
+        record.topic,
+        topic_bytes,
+        record.body,
+        properties_bytes,
+        limits,
+        reserve=CRC_RESERVE if append_crc else 0,
+    )
+    if append_crc:
+        properties_bytes = with_crc_room(properties_bytes) + bytes(CRC_PROPERTY_LENGTH)
     body = record.body
     born, stored = record.born_host, record.store_host
     sysflag = record.sysflag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
@@ -299,11 +345,20 @@ def encode_record(
         )
     )
     assert len(encoded) == total
+    if append_crc:
+        crc = zlib.crc32(memoryview(encoded)[: total - CRC_PROPERTY_LENGTH]) & 0x7FFFFFFF
+        encoded = encoded[: total - CRC_PROPERTY_LENGTH] + encode_crc_property(crc)
     return encoded
 
 
 def check_limits(
-    topic: str, topic_bytes: bytes, body: bytes, properties_bytes: bytes, limits: RecordLimits
+    topic: str,
+    topic_bytes: bytes,
+    body: bytes,
+    properties_bytes: bytes,
+    limits: RecordLimits,
+    *,
+    reserve: int = 0,
 ) -> None:
     """Raise :class:`LimitExceededError` naming the first limit ``body``/``topic``/properties break."""
     topic_max = (
@@ -326,9 +381,12 @@ def check_limits(
         )
     if len(body) > limits.body_size_max:
         raise LimitExceededError("body_size_max", len(body), limits.body_size_max)
-    if len(properties_bytes) > limits.properties_size_max:
+    if len(properties_bytes) > limits.properties_size_max - reserve:
         raise LimitExceededError(
-            "properties_size_max", len(properties_bytes), limits.properties_size_max
+            "properties_size_max",
+            len(properties_bytes),
+            limits.properties_size_max - reserve,
+            f"{reserve} bytes are kept for the record CRC" if reserve else "",
         )
 
 
@@ -342,8 +400,17 @@ def _topic_chars_ok(topic: str) -> bool:
 DEFAULT_LIMITS = RecordLimits()
 
 
-def check_record(view: memoryview | bytes, position: int, *, check_crc: bool = True) -> int:
+def check_record(
+    view: memoryview | bytes,
+    position: int,
+    *,
+    check_crc: bool = True,
+    require_record_crc: bool = False,
+) -> int:
     """Validate the record at ``position`` the way recovery does and return its size.
+
+    ``require_record_crc`` (for records a store wrote with ``append_record_crc``) makes a missing
+    or mangled ``__CRC32#`` property an error instead of falling back to the body CRC.
 
     Returns 0 for an END-OF-FILE filler (the caller moves to the next segment). Raises
     :class:`CorruptRecordError` with the reason for anything else that is not a whole, valid
@@ -392,16 +459,28 @@ def check_record(view: memoryview | bytes, position: int, *, check_crc: bool = T
             f"length mismatch: TOTALSIZE {total}, fields add up to {props_at + 2 + props_len - position}",
             offset=position,
         )
-    if check_crc and zlib.crc32(view[body_at:topic_at]) & 0x7FFFFFFF != crc:
-        raise CorruptRecordError("body CRC mismatch", offset=position)
+    if check_crc:
+        stored = record_crc_at(view, end) if props_len >= CRC_PROPERTY_LENGTH else None
+        if stored is not None:
+            # The whole-record CRC covers header, body, topic and properties.
+            if zlib.crc32(view[position : end - CRC_PROPERTY_LENGTH]) & 0x7FFFFFFF != stored:
+                raise CorruptRecordError("record CRC (__CRC32#) mismatch", offset=position)
+        elif require_record_crc:
+            raise CorruptRecordError("record CRC (__CRC32#) missing or mangled", offset=position)
+        elif zlib.crc32(view[body_at:topic_at]) & 0x7FFFFFFF != crc:
+            raise CorruptRecordError("body CRC mismatch", offset=position)
     return total
 
 
 def decode_record(
-    view: memoryview | bytes, position: int = 0, *, check_crc: bool = True
+    view: memoryview | bytes,
+    position: int = 0,
+    *,
+    check_crc: bool = True,
+    require_record_crc: bool = False,
 ) -> MessageRecord:
     """Decode the whole record at ``position``; checks structure (and CRC unless told not to)."""
-    total = check_record(view, position, check_crc=check_crc)
+    total = check_record(view, position, check_crc=check_crc, require_record_crc=require_record_crc)
     if total == 0:
         raise CorruptRecordError("END-OF-FILE filler, not a message", offset=position)
     (size, magic, crc, queue_id, flag, queue_offset, physical_offset, sysflag, born_ts) = (

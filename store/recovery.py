@@ -28,7 +28,10 @@ _SIZE_MAGIC = struct.Struct(">iI")
 _U32 = struct.Struct(">I")
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
+_Q = struct.Struct(">q")
 _SYSFLAG_AT = 36
+_PHYSICAL_OFFSET_AT = 28
+_CRC_PREFIX = b"__CRC32#\x01"
 _BODY_LEN_AT_V4 = 84
 _HOST_V6 = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
 
@@ -62,6 +65,7 @@ class RecoveryReport:
     torn_tail: TornTail | None = None
     damaged: list[DamagedRange] = field(default_factory=list)
     foreign_files: list[str] = field(default_factory=list)
+    index_rebuilt: str | None = None  # why the index was unreadable and rebuilt
     seconds: float = 0.0
 
     def summary(self) -> str:
@@ -79,6 +83,8 @@ class RecoveryReport:
             text += f"; DAMAGED {d.file} [{d.start_offset}, {d.end_offset}): {d.reason}"
         if self.consume_queue_entries_dropped:
             text += f"; {self.consume_queue_entries_dropped} consume-queue entries dropped"
+        if self.index_rebuilt:
+            text += f"; index rebuilt from the commitlog ({self.index_rebuilt})"
         if self.foreign_files:
             text += f"; not segments (ignored): {', '.join(self.foreign_files)}"
         return text
@@ -97,15 +103,26 @@ def scan_records(
     view: memoryview,
     position: int = 0,
     *,
+    base_offset: int | None = None,
     check_crc: bool = True,
     on_record: Callable[[int, int], None] | None = None,
+    record_crc_range: tuple[int, int] | None = None,
 ) -> tuple[int, int, ScanStop]:
     """Walk records of one segment from ``position``. Returns (records, bytes, stop).
 
-    ``on_record(position, size)`` is called for each valid record. The common case (a valid
-    V1 record with IPv4 hosts) is checked inline; anything unusual goes through
-    :func:`store.record.check_record`, which gives the precise reason.
+    ``on_record(position, size)`` is called for each valid record. With ``base_offset`` (the
+    segment's start offset) each record's PHYSICALOFFSET field must match where it lies. A
+    record ending in a ``__CRC32#`` property has its whole-record CRC checked, else its body CRC.
+    The common case (a V1 record with IPv4 hosts) is checked inline; anything unusual goes
+    through :func:`store.record.check_record`, which gives the precise reason.
+    Records whose physical offset falls in ``record_crc_range`` (needs ``base_offset``) must
+    carry the whole-record CRC: the store wrote them with ``append_record_crc``.
     """
+    if record_crc_range is not None:
+        assert base_offset is not None
+        crc_low, crc_high = record_crc_range[0] - base_offset, record_crc_range[1] - base_offset
+    else:
+        crc_low = crc_high = 0
     limit = len(view)
     records = 0
     start = position
@@ -113,11 +130,24 @@ def scan_records(
     unpack_u32 = _U32.unpack_from
     unpack_i32 = _I32.unpack_from
     unpack_i16 = _I16.unpack_from
+    unpack_q = _Q.unpack_from
     crc32 = zlib.crc32
     while True:
         if limit - position < 8:
             return records, position - start, ScanStop(position, "limit")
         total, magic = unpack_size_magic(view, position)
+        if (
+            base_offset is not None
+            and magic != BLANK_MAGIC
+            and total >= 91
+            and total <= limit - position
+        ):
+            claimed = unpack_q(view, position + _PHYSICAL_OFFSET_AT)[0]
+            if claimed != base_offset + position:
+                reason = (
+                    f"PHYSICALOFFSET field says {claimed}, record lies at {base_offset + position}"
+                )
+                return records, position - start, ScanStop(position, "damage", reason)
         if magic == MAGIC_V1 and 91 <= total <= limit - position:
             sysflag = unpack_i32(view, position + _SYSFLAG_AT)[0]
             if not sysflag & _HOST_V6:
@@ -128,28 +158,47 @@ def scan_records(
                 if body_len >= 0 and topic_at + 3 <= end:
                     topic_len = view[topic_at]
                     props_at = topic_at + 1 + topic_len
-                    if (
-                        topic_len <= 127
-                        and props_at + 2 <= end
-                        and props_at + 2 + unpack_i16(view, props_at)[0] == end
-                    ):
-                        if (
-                            not check_crc
-                            or crc32(view[body_at:topic_at]) & 0x7FFFFFFF
-                            == unpack_u32(view, position + 8)[0]
-                        ):
-                            if on_record is not None:
-                                on_record(position, total)
-                            records += 1
-                            position = end
-                            continue
+                    if topic_len <= 127 and props_at + 2 <= end:
+                        props_len = unpack_i16(view, props_at)[0]
+                        if props_at + 2 + props_len == end:
+                            if not check_crc:
+                                ok = True
+                            elif (
+                                props_len >= 20
+                                and view[end - 1] == 2
+                                and view[end - 20 : end - 11] == _CRC_PREFIX
+                            ):
+                                digits = bytes(view[end - 11 : end - 1])
+                                ok = (
+                                    digits.isdigit()
+                                    and int(digits[::-1])
+                                    == crc32(view[position : end - 20]) & 0x7FFFFFFF
+                                )
+                            elif crc_low <= position < crc_high:
+                                ok = False  # the record CRC must be there; the slow path says why
+                            else:
+                                ok = (
+                                    crc32(view[body_at:topic_at]) & 0x7FFFFFFF
+                                    == unpack_u32(view, position + 8)[0]
+                                )
+                            if ok:
+                                if on_record is not None:
+                                    on_record(position, total)
+                                records += 1
+                                position = end
+                                continue
         elif magic == BLANK_MAGIC:
             return records, position - start, ScanStop(position, "blank")
         elif total == 0 and magic == 0:
             return records, position - start, ScanStop(position, "end")
         # Slow path: an unusual record (V2, IPv6) or a bad one; check_record says which.
         try:
-            size = check_record(view, position, check_crc=check_crc)
+            size = check_record(
+                view,
+                position,
+                check_crc=check_crc,
+                require_record_crc=crc_low <= position < crc_high,
+            )
         except CorruptRecordError as error:
             return records, position - start, ScanStop(position, "damage", error.reason)
         if size == 0:

@@ -278,3 +278,21 @@ def test_files_follow_rocketmq_layout(tmp_path: Path) -> None:
     assert (root / "checkpoint").stat().st_size == 4096
     assert len(os.listdir(root / "index")) >= 1
     assert DiskBackend(root).read_bytes(paths.CHECKPOINT)[32:40] == end.to_bytes(8, "big")
+
+
+def test_an_unreadable_index_is_rebuilt_from_the_commitlog(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    with MessageStore.open(root, config=SMALL) as store:
+        for i in range(30):
+            put(store, i)
+    index_file = next((root / "index").iterdir())
+    with open(index_file, "r+b") as handle:
+        handle.seek(32)
+        handle.write((10**6).to_bytes(4, "big"))  # hashSlotCount no header could have
+    with MessageStore.open(root, config=SMALL) as store:
+        assert (
+            store.recovery_report.index_rebuilt
+            and "index rebuilt" in store.recovery_report.summary()
+        )
+        assert [r.keys[0] for r in store.query_by_key("T", "k17")] == ["k17"]
+        assert len(store.query_by_key("T", "shared")) == 30

@@ -1,0 +1,181 @@
+"""Append and recovery-scan throughput of the store, beside ceilings measured in the same run.
+
+    python bench/store_append.py [--messages 200000] [--rounds 3] [--dir /tmp]
+
+Rows (1 KiB bodies, each with TAGS, KEYS and a 32-char UNIQ_KEY, 8 queues):
+  ceiling append    the same encoded record bytes written with a buffered file, one write each
+  store.put         one message per call: commitlog + consume queue + index (2 keys) dispatch,
+                    plus a state change record for every 100th message
+  store.put_many    the same in batches of 32
+  ceiling read      the same commitlog files read sequentially in 8 MiB chunks
+  recovery scan     every record checked (magic, lengths, body CRC), as a full recovery does
+
+Each row is the median of the rounds; ratios are taken within a round, then medianed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from store.config import StoreConfig
+from store.message_store import MessageStore, PutMessage
+from store.recovery import scan_records
+from store.state import MessageState
+
+BODY_SIZE = 1024
+BATCH = 32
+
+
+def make_messages(count: int) -> list[PutMessage]:
+    body = os.urandom(BODY_SIZE)
+    return [
+        PutMessage(
+            topic="BenchTopic",
+            queue_id=i % 8,
+            body=body,
+            properties_text=f"TAGS\x01TagA\x02KEYS\x01order-{i}\x02UNIQ_KEY\x01{i:032X}\x02WAIT\x01true\x02",
+            born_timestamp=1_700_000_000_000 + i,
+        )
+        for i in range(count)
+    ]
+
+
+def run_store(root: Path, messages: list[PutMessage], batch: int) -> tuple[float, list[Path]]:
+    config = StoreConfig(index_slot_count=500_000, index_entry_count=2 * len(messages) + 1024)
+    store = MessageStore.open(root, config=config)
+    started = time.perf_counter()
+    if batch == 1:
+        for i, message in enumerate(messages):
+            result = store.put(message)
+            if i % 100 == 99:
+                store.set_state(result.physical_offset, MessageState.UNAVAILABLE)
+    else:
+        for i in range(0, len(messages), batch):
+            results = store.put_many(messages[i : i + batch])
+            if (i // batch) % 3 == 2:
+                store.set_state(results[-1].physical_offset, MessageState.UNAVAILABLE)
+    elapsed = time.perf_counter() - started
+    store.close()
+    segments = sorted((root / "commitlog").iterdir())
+    return len(messages) / elapsed, segments
+
+
+def ceiling_append(path: Path, records: list[bytes]) -> float:
+    started = time.perf_counter()
+    with open(path, "wb") as handle:
+        write = handle.write
+        for record in records:
+            write(record)
+    return len(records) / (time.perf_counter() - started)
+
+
+def ceiling_read(segments: list[Path]) -> float:
+    total = 0
+    buffer = bytearray(8 * 1024 * 1024)
+    started = time.perf_counter()
+    for path in segments:
+        with open(path, "rb", buffering=0) as handle:
+            while True:
+                n = handle.readinto(buffer)
+                if not n:
+                    break
+                total += n
+    return total / (time.perf_counter() - started)
+
+
+def scan(segments: list[Path]) -> tuple[float, int]:
+    import mmap
+
+    scanned = 0
+    records = 0
+    started = time.perf_counter()
+    for path in segments:
+        with (
+            open(path, "rb") as handle,
+            mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped,
+        ):
+            view = memoryview(mapped)
+            count, size, _ = scan_records(view, 0, check_crc=True)
+            view.release()
+            records += count
+            scanned += os.path.getsize(path)  # a scan reads whole segments, fillers included
+    return scanned / (time.perf_counter() - started), records
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--messages", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--dir", default=tempfile.gettempdir())
+    args = parser.parse_args()
+    messages = make_messages(args.messages)
+    rows: dict[str, list[float]] = {
+        k: [] for k in ("ceil_append", "put", "put_many", "ceil_read", "scan")
+    }
+    ratios: dict[str, list[float]] = {"put": [], "put_many": [], "scan": []}
+    for round_number in range(args.rounds):
+        work = Path(tempfile.mkdtemp(prefix="pocketmq-bench-", dir=args.dir))
+        try:
+            rate_put, segments = run_store(work / "single", messages, 1)
+            rate_many, _ = run_store(work / "batch", messages, BATCH)
+            records = []
+            for path in segments:
+                data = path.read_bytes()
+                position = 0
+                while position + 8 <= len(data):
+                    size = int.from_bytes(data[position : position + 4], "big")
+                    if (
+                        size <= 0
+                        or int.from_bytes(data[position + 4 : position + 8], "big") == 0xCBD43194
+                    ):
+                        break
+                    records.append(data[position : position + size])
+                    position += size
+            rate_ceil = ceiling_append(work / "ceiling.bin", records)
+            read_rate = ceiling_read(segments)
+            scan_rate, scanned = scan(segments)
+            assert scanned >= len(messages)
+            rows["ceil_append"].append(rate_ceil)
+            rows["put"].append(rate_put)
+            rows["put_many"].append(rate_many)
+            rows["ceil_read"].append(read_rate)
+            rows["scan"].append(scan_rate)
+            ratios["put"].append(rate_put / rate_ceil)
+            ratios["put_many"].append(rate_many / rate_ceil)
+            ratios["scan"].append(scan_rate / read_rate)
+            print(
+                f"round {round_number + 1}: ceiling {rate_ceil:,.0f} rec/s, put {rate_put:,.0f}/s, "
+                f"put_many {rate_many:,.0f}/s, read {read_rate / 1e6:,.0f} MB/s, scan {scan_rate / 1e6:,.0f} MB/s",
+                flush=True,
+            )
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    median = statistics.median
+    record_size = len(records[0]) if records else 0
+    print(
+        f"\n{args.messages:,} messages of {BODY_SIZE} B body ({record_size} B records), median of {args.rounds}"
+    )
+    print(f"{'path':<34}{'rate':>16}{'vs ceiling':>12}")
+    print(f"{'ceiling: buffered append':<34}{median(rows['ceil_append']):>12,.0f} r/s{'':>12}")
+    print(
+        f"{'store.put (CQ+index+state)':<34}{median(rows['put']):>12,.0f} r/s{median(ratios['put']):>11.1%}"
+    )
+    print(
+        f"{'store.put_many x32':<34}{median(rows['put_many']):>12,.0f} r/s{median(ratios['put_many']):>11.1%}"
+    )
+    print(f"{'ceiling: sequential read':<34}{median(rows['ceil_read']) / 1e6:>11,.0f} MB/s")
+    print(
+        f"{'recovery scan (CRC checked)':<34}{median(rows['scan']) / 1e6:>11,.0f} MB/s{median(ratios['scan']):>11.1%}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,583 @@
+"""The message index: find commitlog offsets by message key, in Apache RocketMQ's IndexFile layout.
+
+Files live under ``index/`` and are named ``yyyyMMddHHmmssSSS`` (local time). Each is a fixed-size
+hash table with chained entries; all integers are big-endian signed, as Java's ``ByteBuffer``
+writes them, so a store written by RocketMQ opens here and ours opens there::
+
+    offset                                  size              content
+    0                                       HEADER_SIZE (40)  header, see below
+    HEADER_SIZE + i * SLOT_SIZE             SLOT_SIZE (4)     slot i: newest entry number, 0 = none
+    HEADER_SIZE + slots * SLOT_SIZE
+                + n * ENTRY_SIZE            ENTRY_SIZE (20)   entry n (entry 0 is never used)
+
+    header  +0  beginTimestamp   8   store time (ms) of the first entry
+            +8  endTimestamp     8   store time (ms) of the last entry
+            +16 beginPhyOffset   8   commitlog offset of the first entry
+            +24 endPhyOffset     8   commitlog offset of the last entry
+            +32 hashSlotCount    4   slots in use (old RocketMQ releases counted puts; unused)
+            +36 indexCount       4   next entry number; starts at 1 (0 on disk also means 1)
+
+    entry   +0  keyHash          4   abs(String.hashCode(topic + "#" + key)), 0 when abs overflows
+            +4  phyOffset        8   commitlog offset of the message
+            +12 timeDiff         4   (storeTimestamp - beginTimestamp) // 1000, clamped to [0, 2^31-1]
+            +16 prevIndex        4   older entry in the same slot, 0 = end of chain
+
+Slot of a key = keyHash % slots. The header does not record the slot count: it follows from the
+file size. RocketMQ uses 5,000,000 slots and 20,000,000 entries (a 420,000,040-byte file).
+
+One deliberate difference from RocketMQ's writer: RocketMQ computes the first entry's timeDiff of a
+rolled-over file against the previous file's end time before resetting the header, so that entry
+can read back a few seconds late; here the first entry of every file has timeDiff 0. Both readers
+accept either.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+from operator import mul
+from time import localtime, strftime
+
+from store import paths
+from store.errors import StoreError
+from store.files import Backend, Segment
+from store.javahash import java_string_hash
+
+__all__ = [
+    "ENTRY",
+    "ENTRY_OFFSETS",
+    "ENTRY_SIZE",
+    "HEADER",
+    "HEADER_OFFSETS",
+    "HEADER_SIZE",
+    "ROCKETMQ_ENTRY_COUNT",
+    "ROCKETMQ_SLOT_COUNT",
+    "SLOT",
+    "SLOT_SIZE",
+    "IndexFile",
+    "IndexFormatError",
+    "IndexService",
+    "index_file_name",
+    "index_file_size",
+    "index_key_hash",
+]
+
+
+def _layout(fields: tuple[tuple[str, str], ...]) -> tuple[struct.Struct, dict[str, int]]:
+    """A big-endian struct and the byte offset of every field, derived from the field formats."""
+    fmt = ">"
+    offsets: dict[str, int] = {}
+    for name, code in fields:
+        offsets[name] = struct.calcsize(fmt)
+        fmt += code
+    return struct.Struct(fmt), offsets
+
+
+HEADER, HEADER_OFFSETS = _layout(
+    (
+        ("begin_timestamp", "q"),
+        ("end_timestamp", "q"),
+        ("begin_phy_offset", "q"),
+        ("end_phy_offset", "q"),
+        ("hash_slot_count", "i"),
+        ("index_count", "i"),
+    )
+)
+ENTRY, ENTRY_OFFSETS = _layout(
+    (
+        ("key_hash", "i"),
+        ("phy_offset", "q"),
+        ("time_diff", "i"),
+        ("prev_index", "i"),
+    )
+)
+SLOT = struct.Struct(">i")
+
+HEADER_SIZE = HEADER.size
+SLOT_SIZE = SLOT.size
+ENTRY_SIZE = ENTRY.size
+
+ROCKETMQ_SLOT_COUNT = 5_000_000
+ROCKETMQ_ENTRY_COUNT = 20_000_000
+# RocketMQ's default keeps four entries per slot; a foreign file's layout is recovered from its size
+# under that ratio, since the header does not record it.
+_ENTRIES_PER_SLOT = ROCKETMQ_ENTRY_COUNT // ROCKETMQ_SLOT_COUNT
+
+_INT_MAX = 2**31 - 1  # Java int: indexCount, timeDiff, and the mapped file size
+_MASK32 = 0xFFFFFFFF
+_SIGN32 = 0x80000000
+_EMPTY = 0  # slot value / prevIndex meaning "no entry"
+_FIRST_ENTRY = 1  # entry 0 is never used
+_MS_PER_SECOND = 1000
+_ZERO_ENTRY = bytes(ENTRY_SIZE)
+_NAME_TIME_FORMAT = "%Y%m%d%H%M%S"  # + 3 digits of milliseconds
+
+# 31**i mod 2**32: String.hashCode as one dot product over the key's bytes (ASCII keys only,
+# where one byte is one UTF-16 unit). Longer keys take the plain loop.
+_POW31 = tuple(pow(31, i, 1 << 32) for i in range(256))
+_POW31_LIMIT = len(_POW31)
+_PREFIX_CACHE_LIMIT = 4096
+
+_unpack_slot = SLOT.unpack_from
+_pack_slot = SLOT.pack
+_unpack_entry = ENTRY.unpack_from
+_pack_entry = ENTRY.pack
+
+
+class IndexFormatError(StoreError, ValueError):
+    """A file under ``index/`` is not an index file this store can read."""
+
+
+def index_file_size(slot_count: int, entry_count: int) -> int:
+    return HEADER_SIZE + slot_count * SLOT_SIZE + entry_count * ENTRY_SIZE
+
+
+def _abs_hash(unsigned: int) -> int:
+    """Java ``Math.abs`` of a 32-bit hash given as unsigned; abs(MIN_VALUE) overflows and becomes 0."""
+    if unsigned & _SIGN32:
+        return 0 if unsigned == _SIGN32 else (1 << 32) - unsigned
+    return unsigned
+
+
+def index_key_hash(topic: str, key: str) -> int:
+    """The keyHash RocketMQ stores for ``key`` of ``topic``."""
+    return _abs_hash(java_string_hash(f"{topic}#{key}") & _MASK32)
+
+
+def index_file_name(store_timestamp_ms: int) -> str:
+    """``yyyyMMddHHmmssSSS`` in local time, as RocketMQ names index files."""
+    seconds, millis = divmod(store_timestamp_ms, _MS_PER_SECOND)
+    return f"{strftime(_NAME_TIME_FORMAT, localtime(seconds))}{millis:03d}"
+
+
+def _name_after(name: str) -> str:
+    """The name one millisecond after ``name``: file names must sort in creation order."""
+    try:
+        moment = datetime.strptime(name[:-3], _NAME_TIME_FORMAT)
+        millis = int(name[-3:])
+    except ValueError:
+        return name + "0"  # a foreign name; any longer string with it as prefix sorts after it
+    later = moment + timedelta(milliseconds=millis + 1)
+    return f"{later.strftime(_NAME_TIME_FORMAT)}{later.microsecond // 1000:03d}"
+
+
+class IndexFile:
+    """One index file. Header fields are mirrored as attributes; slots and entries stay in the file.
+
+    Callers write the header with :meth:`write_header` after a batch of :meth:`put_key` calls.
+    """
+
+    __slots__ = (
+        "name",
+        "segment",
+        "slot_count",
+        "entry_count",
+        "_entries_at",
+        "begin_timestamp",
+        "end_timestamp",
+        "begin_phy_offset",
+        "end_phy_offset",
+        "hash_slot_count",
+        "index_count",
+    )
+
+    def __init__(self, name: str, segment: Segment, slot_count: int, entry_count: int) -> None:
+        if segment.size != index_file_size(slot_count, entry_count):
+            raise IndexFormatError(
+                f"index file {name}: {segment.size} bytes, expected"
+                f" {index_file_size(slot_count, entry_count)} for {slot_count} slots"
+                f" and {entry_count} entries"
+            )
+        self.name = name
+        self.segment = segment
+        self.slot_count = slot_count
+        self.entry_count = entry_count
+        self._entries_at = HEADER_SIZE + slot_count * SLOT_SIZE
+        (
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            index_count,
+        ) = HEADER.unpack_from(segment.view, 0)
+        # RocketMQ writes indexCount only on the first put, so a new file reads 0 = "no entries"
+        self.index_count = max(index_count, _FIRST_ENTRY)
+        problem = self._header_problem(index_count)
+        if problem:
+            raise IndexFormatError(f"index file {name}: inconsistent header: {problem}")
+
+    def _header_problem(self, raw_index_count: int) -> str:
+        if not 0 <= raw_index_count <= self.entry_count:
+            return f"indexCount {raw_index_count} outside [0, {self.entry_count}]"
+        if not 0 <= self.hash_slot_count <= self.index_count - _FIRST_ENTRY:
+            return f"hashSlotCount {self.hash_slot_count} with indexCount {self.index_count}"
+        if min(self.begin_timestamp, self.end_timestamp) < 0:
+            return "negative timestamp"
+        if min(self.begin_phy_offset, self.end_phy_offset) < 0:
+            return "negative physical offset"
+        if not self.is_empty and self.begin_phy_offset > self.end_phy_offset:
+            return f"beginPhyOffset {self.begin_phy_offset} > endPhyOffset {self.end_phy_offset}"
+        return ""
+
+    @property
+    def is_empty(self) -> bool:
+        return self.index_count <= _FIRST_ENTRY
+
+    @property
+    def is_full(self) -> bool:
+        return self.index_count >= self.entry_count
+
+    @property
+    def entries(self) -> int:
+        """Entries in use."""
+        return self.index_count - _FIRST_ENTRY
+
+    def slot(self, slot: int) -> int:
+        return _unpack_slot(self.segment.view, HEADER_SIZE + slot * SLOT_SIZE)[0]
+
+    def entry(self, number: int) -> tuple[int, int, int, int]:
+        """(keyHash, phyOffset, timeDiff, prevIndex) of entry ``number``."""
+        return _unpack_entry(self.segment.view, self._entries_at + number * ENTRY_SIZE)
+
+    def write_header(self) -> None:
+        self.segment.write(
+            0,
+            HEADER.pack(
+                self.begin_timestamp,
+                self.end_timestamp,
+                self.begin_phy_offset,
+                self.end_phy_offset,
+                self.hash_slot_count,
+                self.index_count,
+            ),
+        )
+
+    def put_key(self, key_hash: int, phy_offset: int, store_timestamp_ms: int) -> None:
+        """Append one entry and make it its slot's head. The file must not be full."""
+        count = self.index_count
+        segment = self.segment
+        slot_at = HEADER_SIZE + (key_hash % self.slot_count) * SLOT_SIZE
+        head = _unpack_slot(segment.view, slot_at)[0]
+        if head <= _EMPTY or head >= count:  # a torn or stale slot starts a new chain
+            head = _EMPTY
+            self.hash_slot_count += 1
+        if count <= _FIRST_ENTRY:
+            self.begin_timestamp = store_timestamp_ms
+            self.begin_phy_offset = phy_offset
+        begin = self.begin_timestamp
+        diff = (store_timestamp_ms - begin) // _MS_PER_SECOND if begin > 0 else 0
+        if diff < 0:
+            diff = 0
+        elif diff > _INT_MAX:
+            diff = _INT_MAX
+        segment.write(
+            self._entries_at + count * ENTRY_SIZE, _pack_entry(key_hash, phy_offset, diff, head)
+        )
+        segment.write(slot_at, _pack_slot(count))
+        self.index_count = count + 1
+        self.end_phy_offset = phy_offset
+        self.end_timestamp = store_timestamp_ms
+
+    def time_matched(self, begin_ms: int, end_ms: int) -> bool:
+        """RocketMQ's overlap test of [begin_ms, end_ms] with [beginTimestamp, endTimestamp]."""
+        first, last = self.begin_timestamp, self.end_timestamp
+        return (
+            (begin_ms < first and end_ms > last)
+            or first <= begin_ms <= last
+            or first <= end_ms <= last
+        )
+
+    def select(
+        self, key_hash: int, begin_ms: int, end_ms: int, limit: int, found: list[int]
+    ) -> None:
+        """Append to ``found`` (up to ``limit`` in all) the offsets whose hash and time match."""
+        count = self.index_count
+        if count <= _FIRST_ENTRY:
+            return
+        view = self.segment.view
+        number = _unpack_slot(view, HEADER_SIZE + (key_hash % self.slot_count) * SLOT_SIZE)[0]
+        if number <= _EMPTY or number >= count:
+            return
+        base = self.begin_timestamp
+        entries_at = self._entries_at
+        while len(found) < limit:
+            entry_hash, phy_offset, diff, prev = _unpack_entry(
+                view, entries_at + number * ENTRY_SIZE
+            )
+            if diff < 0:
+                break
+            stored_at = base + diff * _MS_PER_SECOND
+            if entry_hash == key_hash and begin_ms <= stored_at <= end_ms:
+                found.append(phy_offset)
+            # chains only point backwards; anything else is damage, and older entries are older
+            if prev <= _EMPTY or prev >= number or stored_at < begin_ms:
+                break
+            number = prev
+
+    def truncate_from(
+        self, physical_offset: int, store_timestamp_of: Callable[[int], int | None] | None = None
+    ) -> int:
+        """Undo, newest first, every entry with phyOffset >= ``physical_offset``; return how many."""
+        count = self.index_count
+        segment = self.segment
+        view = segment.view
+        removed = 0
+        while count > _FIRST_ENTRY:
+            number = count - 1
+            entry_at = self._entries_at + number * ENTRY_SIZE
+            key_hash, phy_offset, _diff, prev = _unpack_entry(view, entry_at)
+            if phy_offset < physical_offset:
+                break
+            slot_at = HEADER_SIZE + (key_hash % self.slot_count) * SLOT_SIZE
+            # the newest entry heads its chain; put_key counted a slot in use when prev was empty
+            if _unpack_slot(view, slot_at)[0] == number:
+                segment.write(slot_at, _pack_slot(prev if 0 < prev < number else _EMPTY))
+                if not 0 < prev < number and self.hash_slot_count > 0:
+                    self.hash_slot_count -= 1
+            segment.write(entry_at, _ZERO_ENTRY)
+            count = number
+            removed += 1
+        if not removed:
+            return 0
+        self.index_count = count
+        if count > _FIRST_ENTRY:
+            _hash, last_offset, last_diff, _prev = self.entry(count - 1)
+            self.end_phy_offset = last_offset
+            # entries keep whole seconds only; the exact time needs the commitlog record
+            exact = store_timestamp_of(last_offset) if store_timestamp_of is not None else None
+            self.end_timestamp = (
+                exact if exact is not None else self.begin_timestamp + last_diff * _MS_PER_SECOND
+            )
+        else:
+            self.begin_timestamp = self.end_timestamp = 0
+            self.begin_phy_offset = self.end_phy_offset = 0
+            self.hash_slot_count = 0
+        self.write_header()
+        return removed
+
+    def flush(self) -> None:
+        self.segment.flush()
+
+    def close(self) -> None:
+        self.segment.close()
+
+
+class IndexService:
+    """All index files of a store: put keys on the append path, query them, truncate, expire.
+
+    ``slot_count`` and ``entry_count`` size new files: 500,000 slots and 2,000,000 entries
+    (42,000,040 bytes) by default, ten times smaller than RocketMQ's 5,000,000 / 20,000,000
+    (420 MB) to suit a laptop. Existing files of another size (a RocketMQ store) open with the
+    layout their size implies. A file is named after the store time of the first key put into it;
+    a full file (indexCount >= entry_count) makes the next key start a new file.
+    """
+
+    def __init__(
+        self, backend: Backend, *, slot_count: int = 500_000, entry_count: int = 2_000_000
+    ) -> None:
+        if slot_count < 1 or entry_count < _FIRST_ENTRY + 1:
+            raise ValueError(f"need >= 1 slot and >= 2 entries, got {slot_count}/{entry_count}")
+        if index_file_size(slot_count, entry_count) > _INT_MAX:
+            raise ValueError("index file larger than RocketMQ can map (2 GiB)")
+        self._backend = backend
+        self.slot_count = slot_count
+        self.entry_count = entry_count
+        self._files: list[IndexFile] = []
+        self._prefix_hashes: dict[str, int] = {}
+        self._end_phy_offset = -1
+
+    # ---- files
+
+    @property
+    def files(self) -> tuple[IndexFile, ...]:
+        """Open files, oldest first."""
+        return tuple(self._files)
+
+    @property
+    def max_physical_offset(self) -> int:
+        """Commitlog offset of the newest indexed message, -1 when nothing is indexed."""
+        return self._end_phy_offset
+
+    def _layout_for(self, name: str, size: int) -> tuple[int, int]:
+        if size == index_file_size(self.slot_count, self.entry_count):
+            return self.slot_count, self.entry_count
+        per_slot = SLOT_SIZE + _ENTRIES_PER_SLOT * ENTRY_SIZE
+        slots, rest = divmod(size - HEADER_SIZE, per_slot)
+        if slots >= 1 and rest == 0:
+            return slots, slots * _ENTRIES_PER_SLOT
+        raise IndexFormatError(
+            f"{paths.index_file(name)} is not an index file: {size} bytes matches neither"
+            f" {self.slot_count} slots / {self.entry_count} entries"
+            f" ({index_file_size(self.slot_count, self.entry_count)} bytes) nor any"
+            f" {_ENTRIES_PER_SLOT}-entries-per-slot layout (RocketMQ's)"
+        )
+
+    def _open(self, name: str) -> IndexFile:
+        rel = paths.index_file(name)
+        try:
+            size = self._backend.size_of(rel)
+        except (OSError, KeyError) as error:
+            raise IndexFormatError(f"{rel} is not an index file: {error!r}") from error
+        slots, entries = self._layout_for(name, size)
+        try:
+            segment = self._backend.open_segment(rel)
+        except (OSError, KeyError, ValueError) as error:
+            raise IndexFormatError(f"{rel} is not an index file: {error!r}") from error
+        try:
+            return IndexFile(name, segment, slots, entries)
+        except BaseException:
+            segment.close()
+            raise
+
+    def load(self) -> None:
+        """Open every file under ``index/``, oldest first; raise IndexFormatError on a stranger."""
+        self.close()
+        try:
+            for name in self._backend.list_names(paths.INDEX):
+                self._files.append(self._open(name))
+        except BaseException:
+            self.close()
+            raise
+        self._refresh_end()
+
+    def _refresh_end(self) -> None:
+        self._end_phy_offset = next(
+            (f.end_phy_offset for f in reversed(self._files) if not f.is_empty), -1
+        )
+
+    def _new_file(self, store_timestamp_ms: int) -> IndexFile:
+        name = index_file_name(store_timestamp_ms)
+        if self._files and name <= self._files[-1].name:
+            name = _name_after(self._files[-1].name)  # same millisecond, or time went back
+        size = index_file_size(self.slot_count, self.entry_count)
+        segment = self._backend.create_segment(paths.index_file(name), size)
+        try:
+            index_file = IndexFile(name, segment, self.slot_count, self.entry_count)
+        except BaseException:
+            segment.close()
+            raise
+        self._files.append(index_file)
+        return index_file
+
+    def _drop(self, index_file: IndexFile) -> None:
+        self._files.remove(index_file)
+        index_file.close()
+        self._backend.remove(paths.index_file(index_file.name))
+
+    # ---- append path
+
+    def put(
+        self, topic: str, keys: Iterable[str], physical_offset: int, store_timestamp_ms: int
+    ) -> int:
+        """Index one message under each non-empty key (KEYS tokens and UNIQ_KEY); return how many.
+
+        A message below the newest indexed offset was indexed before (re-dispatch after a
+        restart) and is skipped, as RocketMQ does.
+        """
+        if isinstance(keys, str):
+            raise TypeError("keys must be a collection of keys, not one string")
+        if physical_offset < self._end_phy_offset:
+            return 0
+        prefix = self._prefix_hashes.get(topic)
+        if prefix is None:
+            if len(self._prefix_hashes) >= _PREFIX_CACHE_LIMIT:
+                self._prefix_hashes.clear()
+            # hash(topic + "#" + key) = hash(topic + "#") * 31**len(key) + hash(key), mod 2**32
+            prefix = self._prefix_hashes[topic] = java_string_hash(topic + "#") & _MASK32
+        current = self._files[-1] if self._files else None
+        written = 0
+        for key in keys:
+            if not key:
+                continue
+            if key.isascii() and len(key) < _POW31_LIMIT:
+                data = key.encode()
+                unsigned = (
+                    prefix * _POW31[len(data)] + sum(map(mul, data[::-1], _POW31))
+                ) & _MASK32
+            else:
+                unsigned = java_string_hash(f"{topic}#{key}") & _MASK32
+            if unsigned & _SIGN32:
+                unsigned = 0 if unsigned == _SIGN32 else (1 << 32) - unsigned
+            if current is None or current.index_count >= current.entry_count:
+                if current is not None:
+                    current.write_header()
+                current = self._new_file(store_timestamp_ms)
+            current.put_key(unsigned, physical_offset, store_timestamp_ms)
+            written += 1
+        if written:
+            assert current is not None
+            current.write_header()
+            self._end_phy_offset = physical_offset
+        return written
+
+    # ---- queries
+
+    def query(
+        self, topic: str, key: str, begin_ms: int, end_ms: int, max_results: int = 64
+    ) -> list[int]:
+        """Commitlog offsets of messages indexed under ``key`` stored in [begin_ms, end_ms].
+
+        Newest first, at most ``max_results`` (RocketMQ caps this at maxMsgsNumBatch = 64).
+        Store times are known to the second only (an entry reads back as beginTimestamp + whole
+        seconds), so the range is coarse. Only the 31-bit hash is compared: different keys can
+        share it, so the caller must read each message and compare its real key.
+        """
+        found: list[int] = []
+        if max_results <= 0:
+            return found
+        key_hash = index_key_hash(topic, key)
+        for index_file in reversed(self._files):
+            if index_file.is_empty:
+                continue
+            if index_file.time_matched(begin_ms, end_ms):
+                index_file.select(key_hash, begin_ms, end_ms, max_results, found)
+            if index_file.begin_timestamp < begin_ms or len(found) >= max_results:
+                break
+        return found
+
+    # ---- recovery and retention
+
+    def truncate_after(
+        self,
+        physical_offset: int,
+        *,
+        store_timestamp_of: Callable[[int], int | None] | None = None,
+    ) -> int:
+        """Remove every entry whose phyOffset >= ``physical_offset``; return how many.
+
+        Leaves the files exactly as if those messages had never been indexed, except that the
+        header's endTimestamp is rebuilt from whole seconds unless ``store_timestamp_of`` maps a
+        commitlog offset to its record's store time. Files left empty are deleted.
+        """
+        removed = 0
+        for index_file in reversed(self._files[:]):
+            if not index_file.is_empty and index_file.end_phy_offset < physical_offset:
+                break
+            removed += index_file.truncate_from(physical_offset, store_timestamp_of)
+            if not index_file.is_empty:
+                break
+            self._drop(index_file)
+        self._refresh_end()
+        return removed
+
+    def delete_files_before(self, physical_offset: int) -> int:
+        """Delete the oldest files whose endPhyOffset < ``physical_offset``, never the newest."""
+        deleted = 0
+        while len(self._files) > 1 and self._files[0].end_phy_offset < physical_offset:
+            self._drop(self._files[0])
+            deleted += 1
+        return deleted
+
+    def flush(self) -> None:
+        for index_file in self._files:
+            index_file.flush()
+
+    def close(self) -> None:
+        """Flush and close every file; ``load`` opens them again."""
+        files, self._files = self._files, []
+        for index_file in files:
+            index_file.flush()
+            index_file.close()
+        self._end_phy_offset = -1
