@@ -125,6 +125,13 @@ class DiskBackend(Backend):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
 
+    @classmethod
+    def read_only(cls, root: Path) -> DiskBackend:
+        """A backend for reading small files only: creates nothing, not even the root."""
+        backend = cls.__new__(cls)
+        backend.root = Path(root)
+        return backend
+
     def _abs(self, rel: PurePosixPath) -> Path:
         return self.root / rel
 

@@ -123,6 +123,8 @@ _unpack_slot = SLOT.unpack_from
 _pack_slot = SLOT.pack
 _unpack_entry = ENTRY.unpack_from
 _pack_entry = ENTRY.pack
+_pack_entry_into = ENTRY.pack_into
+_pack_slot_into = SLOT.pack_into
 
 
 class IndexFormatError(StoreError, ValueError):
@@ -242,16 +244,16 @@ class IndexFile:
         return _unpack_entry(self.segment.view, self._entries_at + number * ENTRY_SIZE)
 
     def write_header(self) -> None:
-        self.segment.write(
+        # Straight into the mapping (this runs per message); flush() syncs the whole file.
+        HEADER.pack_into(
+            self.segment.view,
             0,
-            HEADER.pack(
-                self.begin_timestamp,
-                self.end_timestamp,
-                self.begin_phy_offset,
-                self.end_phy_offset,
-                self.hash_slot_count,
-                self.index_count,
-            ),
+            self.begin_timestamp,
+            self.end_timestamp,
+            self.begin_phy_offset,
+            self.end_phy_offset,
+            self.hash_slot_count,
+            self.index_count,
         )
 
     def put_key(self, key_hash: int, phy_offset: int, store_timestamp_ms: int) -> None:
@@ -272,10 +274,9 @@ class IndexFile:
             diff = 0
         elif diff > _INT_MAX:
             diff = _INT_MAX
-        segment.write(
-            self._entries_at + count * ENTRY_SIZE, _pack_entry(key_hash, phy_offset, diff, head)
-        )
-        segment.write(slot_at, _pack_slot(count))
+        view = segment.view
+        _pack_entry_into(view, self._entries_at + count * ENTRY_SIZE, key_hash, phy_offset, diff, head)
+        _pack_slot_into(view, slot_at, count)
         self.index_count = count + 1
         self.end_phy_offset = phy_offset
         self.end_timestamp = store_timestamp_ms
@@ -358,7 +359,9 @@ class IndexFile:
         return removed
 
     def flush(self) -> None:
-        self.segment.flush()
+        # Puts write into the mapping directly, so sync the used part of the file.
+        used = self._entries_at + self.index_count * ENTRY_SIZE
+        self.segment.flush_range(0, min(used, self.segment.size))
 
     def close(self) -> None:
         self.segment.close()

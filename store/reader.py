@@ -20,8 +20,10 @@ from pathlib import Path
 from store import paths
 from store.consume_queue import ENTRY, ENTRY_SIZE
 from store.errors import CorruptRecordError
-from store.record import MessageRecord, body_crc, check_record, decode_record
+from store.files import DiskBackend
+from store.record import MessageRecord, check_record, decode_record
 from store.state import STATE_TOPIC, StateChange, decode_state_body
+from store.store_format import StoreFormat
 
 __all__ = ["ReadRecord", "ScanSummary", "SegmentFile", "StoreReader"]
 
@@ -75,6 +77,7 @@ class StoreReader:
                 continue
             self.segments.append(SegmentFile(start, path, size))
         self.summary = ScanSummary(foreign_files=list(self.foreign_files))
+        self.store_format = StoreFormat.load(DiskBackend.read_only(self.root))
 
     def iter_records(self, from_offset: int = 0) -> Iterator[ReadRecord]:
         """Every record from ``from_offset`` (rounded down to the segment holding it) on,
@@ -114,7 +117,7 @@ class StoreReader:
             offset = segment.start_offset + position
             if offset >= from_offset:
                 record = decode_record(view, position, check_crc=False)
-                crc_ok = body_crc(record.body) == record.body_crc
+                crc_ok = _crc_ok(view, position, self.store_format.requires_crc(offset))
                 summary.records += 1
                 summary.bytes += size
                 if not crc_ok:
@@ -184,3 +187,11 @@ class StoreReader:
             if segment.start_offset <= physical < segment.start_offset + segment.size:
                 return segment
         return None
+
+
+def _crc_ok(view: memoryview, position: int, require_record_crc: bool) -> bool:
+    try:
+        check_record(view, position, check_crc=True, require_record_crc=require_record_crc)
+    except CorruptRecordError:
+        return False
+    return True
