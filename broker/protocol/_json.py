@@ -1,0 +1,201 @@
+"""JSON reading that tolerates what fastjson 1.x writes.
+
+Java peers serialize with fastjson's plain ``JSON.toJSONString``. For maps with non-string
+keys that output is not JSON: ``HashMap<Long,String>`` gives ``{0:"a"}`` (route data
+``brokerAddrs``, cluster info) and maps keyed by objects give ``{{"topic":"t",...}:{...}}``
+(``TopicStatsTable.offsetTable``). fastjson's own parser also accepts single-quoted strings
+and trailing commas, so a peer may send those too.
+
+``decode_json`` tries strict ``msgspec.json`` first (the common, fast case) and falls back to
+``loads_lenient`` + ``msgspec.convert(strict=False)`` only when that fails. The lenient reader
+turns every object key into a string: bare keys keep their source text (``0`` -> ``"0"``), and
+object/array keys become their canonical JSON text (sorted keys, no spaces).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from json.decoder import scanstring
+from typing import Any, TypeVar
+
+import msgspec
+
+__all__ = ["LenientJSONError", "canonical_json", "decode_json", "loads_lenient"]
+
+T = TypeVar("T")
+
+# Deep nesting from the network must not exhaust the interpreter stack.
+_DEPTH_MAX = 200
+
+_WS = re.compile(r"[ \t\n\r]*")
+_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+_BARE_KEY = re.compile(r"[A-Za-z0-9_$.+\-]+")
+_SINGLE_ESCAPES = {
+    "'": "'",
+    '"': '"',
+    "\\": "\\",
+    "/": "/",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+}
+
+
+class LenientJSONError(ValueError):
+    """Text that even the lenient reader rejects. ``pos`` is a character index."""
+
+    def __init__(self, reason: str, pos: int) -> None:
+        self.reason = reason
+        self.pos = pos
+        super().__init__(f"{reason} at char {pos}")
+
+
+def canonical_json(value: Any) -> str:
+    """Compact JSON text with sorted keys (any int size, unlike msgspec)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+def decode_json(data: bytes | bytearray | memoryview | str, type_: type[T]) -> T:
+    """Decode ``data`` as ``type_``: strict msgspec first, then the lenient path.
+
+    Raises ``LenientJSONError`` (not JSON even leniently) or ``msgspec.ValidationError``
+    (JSON of the wrong shape).
+    """
+    try:
+        return msgspec.json.decode(data, type=type_)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        pass
+    return msgspec.convert(loads_lenient(data), type_, strict=False)
+
+
+def loads_lenient(data: bytes | bytearray | memoryview | str) -> Any:
+    """Parse JSON plus fastjson's extensions into plain Python objects."""
+    # Java decodes bytes with replacement characters, never failing on bad UTF-8.
+    text = data if isinstance(data, str) else bytes(data).decode("utf-8", "replace")
+    value, pos = _value(text, _WS.match(text, 0).end(), 0)
+    pos = _WS.match(text, pos).end()
+    if pos != len(text):
+        raise LenientJSONError("trailing data", pos)
+    return value
+
+
+def _value(s: str, i: int, depth: int) -> tuple[Any, int]:
+    if i >= len(s):
+        raise LenientJSONError("unexpected end", i)
+    c = s[i]
+    if c == "{":
+        return _object(s, i + 1, depth + 1)
+    if c == "[":
+        return _array(s, i + 1, depth + 1)
+    if c == '"':
+        try:
+            return scanstring(s, i + 1, False)
+        except ValueError as e:
+            raise LenientJSONError("bad string", i) from e
+    if c == "'":
+        return _single_quoted(s, i + 1)
+    for word, val in (("true", True), ("false", False), ("null", None)):
+        if s.startswith(word, i):
+            return val, i + len(word)
+    m = _NUMBER.match(s, i)
+    if m is not None and m.end() > i:
+        text = m.group()
+        try:
+            if m.group(1) or m.group(2):
+                return float(text), m.end()
+            return int(text), m.end()
+        except ValueError:  # more digits than int() accepts (sys.get_int_max_str_digits)
+            raise LenientJSONError("number too long", i) from None
+    raise LenientJSONError(f"unexpected character {c!r}", i)
+
+
+def _object(s: str, i: int, depth: int) -> tuple[dict[str, Any], int]:
+    if depth > _DEPTH_MAX:
+        raise LenientJSONError("nesting too deep", i)
+    out: dict[str, Any] = {}
+    i = _WS.match(s, i).end()
+    if s.startswith("}", i):
+        return out, i + 1
+    while True:
+        key, i = _key(s, i, depth)
+        i = _WS.match(s, i).end()
+        if not s.startswith(":", i):
+            raise LenientJSONError("expected ':'", i)
+        i = _WS.match(s, i + 1).end()
+        out[key], i = _value(s, i, depth)
+        i = _WS.match(s, i).end()
+        if s.startswith("}", i):
+            return out, i + 1
+        if not s.startswith(",", i):
+            raise LenientJSONError("expected ',' or '}'", i)
+        i = _WS.match(s, i + 1).end()
+        if s.startswith("}", i):  # trailing comma
+            return out, i + 1
+
+
+def _key(s: str, i: int, depth: int) -> tuple[str, int]:
+    if i >= len(s):
+        raise LenientJSONError("unexpected end", i)
+    c = s[i]
+    if c in "\"'":
+        key, i = _value(s, i, depth)
+        return key, i
+    if c in "{[":
+        # fastjson writes object keys (e.g. MessageQueue) as nested JSON
+        key_obj, i = _value(s, i, depth)
+        return canonical_json(key_obj), i
+    m = _BARE_KEY.match(s, i)
+    if m is None:
+        raise LenientJSONError(f"unexpected character {c!r} in key", i)
+    return m.group(), m.end()
+
+
+def _array(s: str, i: int, depth: int) -> tuple[list[Any], int]:
+    if depth > _DEPTH_MAX:
+        raise LenientJSONError("nesting too deep", i)
+    out: list[Any] = []
+    i = _WS.match(s, i).end()
+    if s.startswith("]", i):
+        return out, i + 1
+    while True:
+        item, i = _value(s, i, depth)
+        out.append(item)
+        i = _WS.match(s, i).end()
+        if s.startswith("]", i):
+            return out, i + 1
+        if not s.startswith(",", i):
+            raise LenientJSONError("expected ',' or ']'", i)
+        i = _WS.match(s, i + 1).end()
+        if s.startswith("]", i):  # trailing comma
+            return out, i + 1
+
+
+def _single_quoted(s: str, i: int) -> tuple[str, int]:
+    chars: list[str] = []
+    n = len(s)
+    while i < n:
+        c = s[i]
+        if c == "'":
+            return "".join(chars), i + 1
+        if c == "\\":
+            if i + 1 >= n:
+                break
+            e = s[i + 1]
+            if e == "u":
+                digits = s[i + 2 : i + 6]
+                if len(digits) != 4 or not all(d in "0123456789abcdefABCDEF" for d in digits):
+                    raise LenientJSONError("bad \\u escape", i)
+                chars.append(chr(int(digits, 16)))
+                i += 6
+                continue
+            if e not in _SINGLE_ESCAPES:
+                raise LenientJSONError("bad escape", i)
+            chars.append(_SINGLE_ESCAPES[e])
+            i += 2
+            continue
+        chars.append(c)
+        i += 1
+    raise LenientJSONError("unterminated string", i)
