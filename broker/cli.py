@@ -1,5 +1,8 @@
 """The ``pocketmq`` command line.
 
+    pocketmq standalone [--data DIR] [--port 10911] [--namesrv-port 9876] [--flush sync|async]
+    pocketmq namesrv [--host H] [--port 9876]
+    pocketmq broker [--port 10911] [--namesrv ADDR] [--data DIR] [--name N] [--flush sync|async]
     pocketmq id decode ID...                     every field of each message ID, as JSON
     pocketmq store inspect DIR [--topic T] [--from OFFSET] [--limit N] [--json]
 
@@ -10,10 +13,15 @@ is not a store), 1 when the data read is damaged (bad CRC, torn tail, damaged se
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 __all__ = ["main"]
 
@@ -140,11 +148,111 @@ def _cmd_store_inspect(args: argparse.Namespace) -> int:
     return 1 if damaged else 0
 
 
+def _namesrv_default() -> str:
+    return os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876")
+
+
+def _run(coroutine_factory: Callable[[], Coroutine[Any, Any, None]]) -> int:
+    import uvloop  # the event loop of the servers; library code never imports it
+
+    logging.basicConfig(
+        level=os.environ.get("POCKETMQ_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    with contextlib.suppress(KeyboardInterrupt):
+        uvloop.run(coroutine_factory())
+    return 0
+
+
+def _broker_config(args: argparse.Namespace, namesrv: list[str]) -> Any:
+    from broker.config import BrokerConfig
+
+    return BrokerConfig(
+        broker_name=args.name,
+        cluster_name=args.cluster,
+        host=args.host,
+        port=args.port,
+        advertised_host=args.advertise,
+        namesrv_addrs=namesrv,
+        data_dir=None if args.memory else Path(args.data),
+        flush=args.flush,
+    )
+
+
+def _cmd_namesrv(args: argparse.Namespace) -> int:
+    from broker.serve import run_namesrv
+
+    return _run(lambda: run_namesrv(args.host, args.port))
+
+
+def _cmd_broker(args: argparse.Namespace) -> int:
+    from broker.serve import run_broker
+
+    namesrv = [a for a in (args.namesrv or "").split(";") if a]
+    return _run(lambda: run_broker(_broker_config(args, namesrv)))
+
+
+def _cmd_standalone(args: argparse.Namespace) -> int:
+    from broker.serve import run_standalone
+
+    return _run(lambda: run_standalone(_broker_config(args, []), args.host, args.namesrv_port))
+
+
+def _add_broker_options(parser: argparse.ArgumentParser, *, data_default: str) -> None:
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+    )
+    parser.add_argument(
+        "--port", type=int, default=10911, help="broker port (default 10911; 0 = any free port)"
+    )
+    parser.add_argument(
+        "--advertise", metavar="HOST", help="host clients should use (default: --host)"
+    )
+    parser.add_argument(
+        "--data", default=data_default, help=f"store directory (default {data_default})"
+    )
+    parser.add_argument(
+        "--memory", action="store_true", help="keep the store in memory (nothing on disk)"
+    )
+    parser.add_argument("--name", default="broker-a", help="broker name (default broker-a)")
+    parser.add_argument(
+        "--cluster", default="DefaultCluster", help="cluster name (default DefaultCluster)"
+    )
+    parser.add_argument(
+        "--flush",
+        choices=("async", "sync"),
+        default="async",
+        help="sync: acknowledge a send only after fsync (group commit); async: flush every 500 ms",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pocketmq", description="pocketmq: a RocketMQ-compatible message broker and emulator"
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    standalone = commands.add_parser("standalone", help="name server and broker in one process")
+    _add_broker_options(standalone, data_default="./pocketmq-data")
+    standalone.add_argument(
+        "--namesrv-port", type=int, default=9876, help="name server port (default 9876)"
+    )
+    standalone.set_defaults(handler=_cmd_standalone)
+
+    namesrv = commands.add_parser("namesrv", help="run a name server")
+    namesrv.add_argument("--host", default="127.0.0.1")
+    namesrv.add_argument("--port", type=int, default=9876)
+    namesrv.set_defaults(handler=_cmd_namesrv)
+
+    broker = commands.add_parser("broker", help="run a broker that registers with name servers")
+    _add_broker_options(broker, data_default="./pocketmq-data")
+    broker.add_argument(
+        "--namesrv",
+        default=_namesrv_default(),
+        help="name servers, ';'-separated (default $NAMESRV_ADDR or 127.0.0.1:9876)",
+    )
+    broker.set_defaults(handler=_cmd_broker)
 
     id_parser = commands.add_parser("id", help="message IDs")
     id_commands = id_parser.add_subparsers(dest="id_command", required=True, metavar="ACTION")

@@ -1,0 +1,289 @@
+"""The broker: a store, the services around it and the remoting front-end, in one event loop.
+
+    async with Broker(BrokerConfig(data_dir=Path("data"), port=0)) as broker:
+        print(broker.address)   # clients connect here
+
+``port=0`` picks a free port; ``data_dir=None`` keeps everything in memory (embedded use in
+tests of applications, like ElasticMQ or Azurite do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import msgspec
+
+from broker.config import BrokerConfig
+from broker.handlers import admin, clients, pull, send
+from broker.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker.protocol.headers import (
+    NotifyConsumerIdsChangedRequestHeader,
+    RegisterBrokerBody,
+    RegisterBrokerRequestHeader,
+    UnregisterBrokerRequestHeader,
+    encode_json_body,
+)
+from broker.remoting.client import OutboundConnection
+from broker.remoting.server import Connection, Handler, RemotingServer, ServerLimits
+from broker.services.clients import ClientRegistry
+from broker.services.flush import FlushService
+from broker.services.groups import GroupManager
+from broker.services.locks import LockManager
+from broker.services.long_polling import PullHoldService
+from broker.services.offsets import OffsetManager
+from broker.services.topics import TopicManager
+from ids import offset_msg_id_from_packed
+from store.message_store import MessageStore
+from store.record import Host
+
+__all__ = ["Broker"]
+
+log = logging.getLogger("pocketmq.broker")
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Broker:
+    def __init__(
+        self,
+        config: BrokerConfig | None = None,
+        *,
+        clock_ms: Callable[[], int] = _wall_clock_ms,
+        limits: ServerLimits | None = None,
+    ) -> None:
+        self.config = config or BrokerConfig()
+        self.clock_ms = clock_ms
+        self.server = RemotingServer(
+            self._handlers(), name="broker", limits=limits, on_disconnect=self._disconnected
+        )
+        self.holds = PullHoldService(holds_max=self.config.long_poll_holds_max)
+        self.clients = ClientRegistry(notify=self._notify_consumer_ids_changed)
+        self.locks = LockManager(expiry_ms=self.config.lock_expiry_ms)
+        self.store: MessageStore
+        self.topics: TopicManager
+        self.offsets: OffsetManager
+        self.groups: GroupManager
+        self.flush: FlushService
+        self._tasks: list[asyncio.Task[None]] = []
+        self._register_now = asyncio.Event()
+        self._store_host_address = b""
+        self._store_host_port = 0
+        self._started = False
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Broker:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        config = self.config
+        config.port = await self.server.start(config.host, config.port)
+        host = Host.parse(config.address)
+        self._store_host_address, self._store_host_port = host.address, host.port
+        store_config = msgspec.structs.replace(config.store, store_host=host)
+        config_dir = None
+        if config.data_dir is None:
+            self.store = MessageStore.in_memory(config=store_config, clock_ms=self.clock_ms)
+        else:
+            self.store = MessageStore.open(
+                config.data_dir, config=store_config, clock_ms=self.clock_ms
+            )
+            config_dir = Path(config.data_dir) / "config"
+        log.info("%s: %s", config.broker_name, self.store.recovery_report.summary())
+        self.topics = TopicManager(
+            config_dir / "topics.json" if config_dir else None,
+            default_queue_nums=config.default_topic_queue_nums,
+            auto_create=config.auto_create_topic,
+        )
+        self.offsets = OffsetManager(config_dir / "consumerOffset.json" if config_dir else None)
+        self.groups = GroupManager(
+            config_dir / "subscriptionGroup.json" if config_dir else None,
+            auto_create=config.auto_create_subscription_group,
+        )
+        self.flush = FlushService(
+            self.store,
+            sync=config.flush == "sync",
+            interval_ms=config.flush_interval_ms,
+            metadata_interval_ms=config.flush_all_interval_ms,
+            timeout_ms=config.sync_flush_timeout_ms,
+        )
+        self.flush.start()
+        self._tasks.append(asyncio.create_task(self._housekeeping(), name="broker-housekeeping"))
+        if config.namesrv_addrs:
+            self._tasks.append(asyncio.create_task(self._register_loop(), name="broker-register"))
+        self._started = True
+        log.info(
+            "broker %s ready on %s (flush %s)", config.broker_name, config.address, config.flush
+        )
+
+    async def close(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self.config.namesrv_addrs:
+            await self._unregister()
+        self.holds.wake_all()
+        await self.server.close()
+        await self.flush.close()
+        self.offsets.persist(force=True)
+        self.topics.persist()
+        self.store.close()
+
+    # -- helpers used by handlers ------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        return self.config.port
+
+    @property
+    def address(self) -> str:
+        return self.config.address
+
+    def now_ms(self) -> int:
+        return self.clock_ms()
+
+    def offset_msg_id(self, physical_offset: int) -> str:
+        return offset_msg_id_from_packed(
+            self._store_host_address, self._store_host_port, physical_offset
+        )
+
+    def message_arrived(self, topic: str, queue_id: int) -> None:
+        self.holds.notify(topic, queue_id)
+
+    def schedule_registration(self) -> None:
+        self._register_now.set()
+
+    # -- handlers ----------------------------------------------------------------------------
+
+    def _handlers(self) -> dict[int, Handler]:
+        table: dict[int, Callable[..., object]] = {
+            RequestCode.SEND_MESSAGE: send.handle_send,
+            RequestCode.SEND_MESSAGE_V2: send.handle_send,
+            RequestCode.SEND_BATCH_MESSAGE: send.handle_send,
+            RequestCode.PULL_MESSAGE: pull.handle_pull,
+            RequestCode.LITE_PULL_MESSAGE: pull.handle_pull,
+            RequestCode.HEART_BEAT: clients.handle_heartbeat,
+            RequestCode.UNREGISTER_CLIENT: clients.handle_unregister_client,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: clients.handle_get_consumer_list,
+            RequestCode.QUERY_CONSUMER_OFFSET: clients.handle_query_consumer_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: clients.handle_update_consumer_offset,
+            RequestCode.LOCK_BATCH_MQ: clients.handle_lock_batch,
+            RequestCode.UNLOCK_BATCH_MQ: clients.handle_unlock_batch,
+            RequestCode.GET_MAX_OFFSET: admin.handle_get_max_offset,
+            RequestCode.GET_MIN_OFFSET: admin.handle_get_min_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: admin.handle_search_offset,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: admin.handle_get_earliest_store_time,
+            RequestCode.VIEW_MESSAGE_BY_ID: admin.handle_view_message,
+            RequestCode.QUERY_MESSAGE: admin.handle_query_message,
+            RequestCode.UPDATE_AND_CREATE_TOPIC: admin.handle_create_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: admin.handle_get_all_topic_config,
+            RequestCode.DELETE_TOPIC_IN_BROKER: admin.handle_delete_topic,
+        }
+        return {code: functools.partial(handler, self) for code, handler in table.items()}  # type: ignore[misc]
+
+    def _disconnected(self, connection: Connection) -> None:
+        self.clients.connection_lost(connection)
+
+    def _notify_consumer_ids_changed(self, group: str, connections: list[Connection]) -> None:
+        ext = NotifyConsumerIdsChangedRequestHeader(consumer_group=group).to_ext_fields()
+        for connection in connections:
+            if not connection.closed:
+                connection.send_oneway(
+                    RemotingCommand(
+                        code=RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, ext_fields=dict(ext)
+                    )
+                )
+
+    # -- background work ---------------------------------------------------------------------
+
+    async def _housekeeping(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.config.consumer_offset_persist_s)
+            try:
+                self.offsets.persist()
+                self.clients.expire(loop.time() - self.config.client_channel_expiry_s)
+            except Exception:
+                log.exception("housekeeping failed")
+
+    async def _register_loop(self) -> None:
+        connections = {addr: OutboundConnection(addr) for addr in self.config.namesrv_addrs}
+        try:
+            while True:
+                for address, connection in connections.items():
+                    try:
+                        await self._register(connection)
+                    except (OSError, TimeoutError, ConnectionError) as error:
+                        log.warning("registration with name server %s failed: %s", address, error)
+                self._register_now.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(
+                        self._register_now.wait(), self.config.register_interval_s
+                    )
+        finally:
+            for connection in connections.values():
+                await connection.close()
+
+    def _registration_header(self) -> RegisterBrokerRequestHeader:
+        config = self.config
+        host = config.advertised_host or config.host
+        return RegisterBrokerRequestHeader(
+            broker_name=config.broker_name,
+            broker_addr=config.address,
+            cluster_name=config.cluster_name,
+            ha_server_addr=f"{host}:{config.port + 1}",
+            broker_id=config.broker_id,
+            heartbeat_timeout_millis=int(self.config.register_interval_s * 4 * 1000),
+            compressed=False,
+        )
+
+    async def _register(self, connection: OutboundConnection) -> None:
+        body = encode_json_body(
+            RegisterBrokerBody(topic_config_serialize_wrapper=self.topics.wrapper())
+        )
+        request = RemotingCommand(
+            code=RequestCode.REGISTER_BROKER,
+            ext_fields=self._registration_header().to_ext_fields(),
+            body=body,
+        )
+        response = await connection.request(request)
+        if response.code != ResponseCode.SUCCESS:
+            log.warning("name server refused registration: %s %s", response.code, response.remark)
+
+    async def _unregister(self) -> None:
+        config = self.config
+        header = UnregisterBrokerRequestHeader(
+            broker_name=config.broker_name,
+            broker_addr=config.address,
+            cluster_name=config.cluster_name,
+            broker_id=config.broker_id,
+        )
+        for address in config.namesrv_addrs:
+            connection = OutboundConnection(address, timeout_s=1.0)
+            try:
+                await connection.request(
+                    RemotingCommand(
+                        code=RequestCode.UNREGISTER_BROKER, ext_fields=header.to_ext_fields()
+                    )
+                )
+            except (OSError, TimeoutError, ConnectionError) as error:
+                log.info("unregister from %s failed: %s", address, error)
+            finally:
+                await connection.close()

@@ -1,0 +1,50 @@
+"""Broker settings. Every limit is a named setting; defaults follow RocketMQ where it has one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from store.config import StoreConfig
+
+__all__ = ["BrokerConfig"]
+
+
+class BrokerConfig(msgspec.Struct, kw_only=True):
+    broker_name: str = "broker-a"
+    cluster_name: str = "DefaultCluster"
+    broker_id: int = 0  # 0 = master
+    host: str = "127.0.0.1"
+    port: int = 10911
+    # The address clients are told to use (routes, offset message IDs); default host:port.
+    advertised_host: str | None = None
+    namesrv_addrs: list[str] = []
+    data_dir: Path | None = None  # None: an in-memory store
+    store: StoreConfig = StoreConfig()
+    # RocketMQ's flushDiskType. sync: a send is acknowledged after fsync (group commit).
+    flush: Literal["sync", "async"] = "async"
+    flush_interval_ms: int = 500  # flushIntervalCommitLog
+    sync_flush_timeout_ms: int = 5000  # syncFlushTimeout -> FLUSH_DISK_TIMEOUT
+    # Consume queues, index and checkpoint are flushed this often (flushIntervalConsumeQueue).
+    flush_all_interval_ms: int = 1000
+    auto_create_topic: bool = True  # autoCreateTopicEnable
+    default_topic_queue_nums: int = 8  # defaultTopicQueueNums
+    auto_create_subscription_group: bool = True
+    broker_permission: int = 6  # read + write
+    long_polling: bool = True  # longPollingEnable
+    short_polling_ms: int = 1000  # shortPollingTimeMills
+    long_poll_holds_max: int = 10_000  # pull requests held at once, all connections together
+    pull_batch_max: int = 64  # maxMsgNums is clamped to this
+    pull_bytes_max: int = 4 * 1024 * 1024
+    batch_size_max: int = 4 * 1024 * 1024  # a SEND_BATCH_MESSAGE body
+    register_interval_s: float = 30.0  # registerNameServerPeriod
+    consumer_offset_persist_s: float = 5.0  # flushConsumerOffsetInterval
+    client_channel_expiry_s: float = 120.0  # a client silent this long is dropped
+    lock_expiry_ms: int = 60_000  # rocketmq.broker.rebalance.lockMaxLiveTime
+    region_id: str = "DefaultRegion"
+
+    @property
+    def address(self) -> str:
+        return f"{self.advertised_host or self.host}:{self.port}"

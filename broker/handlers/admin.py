@@ -1,0 +1,193 @@
+"""Queue offsets, message lookup and topic administration: GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
+SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME (32), VIEW_MESSAGE_BY_ID (33),
+QUERY_MESSAGE (12), UPDATE_AND_CREATE_TOPIC (17), GET_ALL_TOPIC_CONFIG (21), DELETE_TOPIC_IN_BROKER (215)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
+from broker.protocol.headers import (
+    CreateTopicRequestHeader,
+    GetEarliestMsgStoretimeRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetRequestHeader,
+    GetMaxOffsetResponseHeader,
+    GetMinOffsetRequestHeader,
+    GetMinOffsetResponseHeader,
+    QueryMessageRequestHeader,
+    QueryMessageResponseHeader,
+    SearchOffsetRequestHeader,
+    SearchOffsetResponseHeader,
+    ViewMessageRequestHeader,
+    encode_json_body,
+)
+from broker.remoting.server import Connection
+from broker.services.topics import TopicError
+from store.errors import CorruptRecordError, OffsetOutOfRangeError
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+
+__all__ = [
+    "handle_create_topic",
+    "handle_delete_topic",
+    "handle_get_all_topic_config",
+    "handle_get_earliest_store_time",
+    "handle_get_max_offset",
+    "handle_get_min_offset",
+    "handle_query_message",
+    "handle_search_offset",
+    "handle_view_message",
+]
+
+
+def _bad(request: RemotingCommand, error: Exception) -> RemotingCommand:
+    return request.make_response(ResponseCode.SYSTEM_ERROR, f"bad request: {error}")
+
+
+def handle_get_max_offset(
+    broker: Broker, request: RemotingCommand, connection: Connection
+) -> RemotingCommand:
+    try:
+        header = GetMaxOffsetRequestHeader.from_ext_fields(request.ext_fields)
+    except MalformedHeaderError as error:
+        return _bad(request, error)
+    offset = broker.store.max_offset(header.topic, header.queue_id)
+    return request.make_response(
+        ResponseCode.SUCCESS, ext_fields=GetMaxOffsetResponseHeader(offset=offset).to_ext_fields()
+    )
+
+
+def handle_get_min_offset(
+    broker: Broker, request: RemotingCommand, connection: Connection
+) -> RemotingCommand:
+    try:
+        header = GetMinOffsetRequestHeader.from_ext_fields(request.ext_fields)
+    except MalformedHeaderError as error:
+        return _bad(request, error)
+    offset = broker.store.min_offset(header.topic, header.queue_id)
+    return request.make_response(
+        ResponseCode.SUCCESS, ext_fields=GetMinOffsetResponseHeader(offset=offset).to_ext_fields()
+    )
+
+
+def handle_search_offset(
+    broker: Broker, request: RemotingCommand, connection: Connection
+) -> RemotingCommand:
+    try:
+        header = SearchOffsetRequestHeader.from_ext_fields(request.ext_fields)
+    except MalformedHeaderError as error:
+        return _bad(request, error)
+    offset = broker.store.offset_by_time(header.topic, header.queue_id, header.timestamp)
+    return request.make_response(
+        ResponseCode.SUCCESS, ext_fields=SearchOffsetResponseHeader(offset=offset).to_ext_fields()
+    )
+
+
+def handle_get_earliest_store_time(
+    broker: Broker, request: RemotingCommand, connection: Connection
+) -> RemotingCommand:
+    try:
+        header = GetEarliestMsgStoretimeRequestHeader.from_ext_fields(request.ext_fields)
+    except MalformedHeaderError as error:
+        return _bad(request, error)
+    result = broker.store.get_messages(
+        header.topic,
+        header.queue_id,
+        broker.store.min_offset(header.topic, header.queue_id),
+        1,
+        only_available=False,
+    )
+    timestamp = -1
+    if result.messages:
+        timestamp = broker.store.store_time_of(result.messages[0][1]) or -1
+    ext = GetEarliestMsgStoretimeResponseHeader(timestamp=timestamp).to_ext_fields()
+    return request.make_response(ResponseCode.SUCCESS, ext_fields=ext)
+
+
+def handle_view_message(
+    broker: Broker, request: RemotingCommand, connection: Connection
+) -> RemotingCommand:
+    try:
+        header = ViewMessageRequestHeader.from_ext_fields(request.ext_fields)
+    except MalformedHeaderError as error:
+        return _bad(request, error)
+    try:
+        record = broker.store.read(header.offset)
+        raw = bytes(broker.store.commitlog.view_at(header.offset, record.total_size))
+    except (OffsetOutOfRangeError, CorruptRecordError) as error:
+        return request.make_response(
+            ResponseCode.SYSTEM_ERROR,
+            f"can not find message by the offset, {header.offset}: {error}",
+        )
+    return request.make_response(ResponseCode.SUCCESS, body=raw)
+
+
+def handle_query_message(
+    broker: Broker, request: RemotingCommand, connection: Connection
+) -> RemotingCommand:
+    try:
+        header = QueryMessageRequestHeader.from_ext_fields(request.ext_fields)
+    except MalformedHeaderError as error:
+        return _bad(request, error)
+    records = broker.store.query_by_key(
+        header.topic,
+        header.key,
+        begin_ms=header.begin_timestamp,
+        end_ms=header.end_timestamp,
+        max_results=max(1, min(header.max_num, 64)),
+    )
+    ext = QueryMessageResponseHeader(
+        index_last_update_timestamp=broker.now_ms(),
+        index_last_update_phyoffset=broker.store.max_physical_offset,
+    ).to_ext_fields()
+    if not records:
+        return request.make_response(
+            ResponseCode.QUERY_NOT_FOUND,
+            "can not find message, maybe time range not correct",
+            ext_fields=ext,
+        )
+    body = b"".join(
+        bytes(broker.store.commitlog.view_at(r.physical_offset, r.total_size)) for r in records
+    )
+    return request.make_response(ResponseCode.SUCCESS, ext_fields=ext, body=body)
+
+
+def handle_create_topic(
+    broker: Broker, request: RemotingCommand, connection: Connection
+) -> RemotingCommand:
+    try:
+        header = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
+    except MalformedHeaderError as error:
+        return _bad(request, error)
+    try:
+        broker.topics.create(
+            header.topic,
+            read_queue_nums=header.read_queue_nums,
+            write_queue_nums=header.write_queue_nums,
+            perm=header.perm,
+            order=header.order,
+            topic_sys_flag=header.topic_sys_flag or 0,
+        )
+    except TopicError as error:
+        return request.make_response(error.code, str(error))
+    broker.schedule_registration()
+    return request.make_response(ResponseCode.SUCCESS)
+
+
+def handle_delete_topic(
+    broker: Broker, request: RemotingCommand, connection: Connection
+) -> RemotingCommand:
+    topic = (request.ext_fields or {}).get("topic", "")
+    broker.topics.delete(topic)
+    broker.schedule_registration()
+    return request.make_response(ResponseCode.SUCCESS)
+
+
+def handle_get_all_topic_config(
+    broker: Broker, request: RemotingCommand, connection: Connection
+) -> RemotingCommand:
+    return request.make_response(
+        ResponseCode.SUCCESS, body=encode_json_body(broker.topics.wrapper())
+    )

@@ -1,0 +1,158 @@
+"""PULL_MESSAGE (11) and LITE_PULL_MESSAGE (361), with long polling.
+
+The response body is the stored records, byte for byte, as RocketMQ sends them."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING
+
+from broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
+from broker.protocol.codes import PullSysFlag
+from broker.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from broker.remoting.server import Connection
+from broker.services.topics import PERM_READ
+from store.javahash import java_string_hash
+from store.message_store import GetResult, GetStatus
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+
+__all__ = ["handle_pull", "parse_tag_expression"]
+
+
+def parse_tag_expression(expression: str | None) -> set[int] | None:
+    """``"*"`` or empty -> None (everything); ``"A || B"`` -> the tags' hash codes."""
+    if expression is None or expression.strip() in ("", "*"):
+        return None
+    return {java_string_hash(tag.strip()) for tag in expression.split("||") if tag.strip()}
+
+
+def _status_code(result: GetResult, requested_offset: int) -> int:
+    status = result.status
+    if status is GetStatus.FOUND:
+        return ResponseCode.SUCCESS
+    if status is GetStatus.NO_MATCHED_MESSAGE:
+        return ResponseCode.PULL_RETRY_IMMEDIATELY
+    if status in (GetStatus.NO_MESSAGE_IN_QUEUE, GetStatus.NO_MATCHED_LOGIC_QUEUE):
+        return (
+            ResponseCode.PULL_OFFSET_MOVED if requested_offset != 0 else ResponseCode.PULL_NOT_FOUND
+        )
+    if status is GetStatus.OFFSET_OVERFLOW_ONE:
+        return ResponseCode.PULL_NOT_FOUND
+    return ResponseCode.PULL_OFFSET_MOVED  # OFFSET_OVERFLOW_BADLY, OFFSET_TOO_SMALL
+
+
+def handle_pull(
+    broker: Broker, request: RemotingCommand, connection: Connection
+) -> RemotingCommand | Awaitable[RemotingCommand]:
+    try:
+        header = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
+    except MalformedHeaderError as error:
+        return request.make_response(ResponseCode.SYSTEM_ERROR, f"bad pull header: {error}")
+    if broker.groups.find_or_create(header.consumer_group) is None:
+        return request.make_response(
+            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+            f"subscription group [{header.consumer_group}] does not exist",
+        )
+    config = broker.topics.get(header.topic)
+    if config is None:
+        return request.make_response(
+            ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist, apply first please!"
+        )
+    if not config.perm & PERM_READ:
+        return request.make_response(
+            ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] pulling message is forbidden"
+        )
+    if not 0 <= header.queue_id < config.read_queue_nums:
+        return request.make_response(
+            ResponseCode.SYSTEM_ERROR,
+            f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] topicConfig.readQueueNums:[{config.read_queue_nums}]",
+        )
+    if header.sys_flag & PullSysFlag.SUBSCRIPTION:
+        if (header.expression_type or "TAG") != "TAG":
+            return request.make_response(
+                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                f"expression type {header.expression_type} is not supported",
+            )
+        tags = parse_tag_expression(header.subscription)
+    else:
+        group = broker.clients.group(header.consumer_group)
+        subscription = group.subscriptions.get(header.topic) if group is not None else None
+        if subscription is None:
+            return request.make_response(
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                f"the consumer's subscription of {header.topic} does not exist; send a heartbeat first",
+            )
+        tags = parse_tag_expression(subscription.sub_string)
+    if header.sys_flag & PullSysFlag.COMMIT_OFFSET and header.commit_offset >= 0:
+        broker.offsets.commit(
+            header.consumer_group, header.topic, header.queue_id, header.commit_offset
+        )
+    max_count = max(1, min(header.max_msg_nums, broker.config.pull_batch_max))
+    max_bytes = min(
+        header.max_msg_bytes or broker.config.pull_bytes_max, broker.config.pull_bytes_max
+    )
+    response = _read(broker, request, header, tags, max_count, max_bytes)
+    suspend = header.sys_flag & PullSysFlag.SUSPEND
+    if response.code != ResponseCode.PULL_NOT_FOUND or not suspend or not broker.holds.can_hold():
+        return response
+    if broker.config.long_polling:
+        timeout_s = max(0, header.suspend_timeout_millis) / 1000
+    else:
+        timeout_s = broker.config.short_polling_ms / 1000
+    return _hold(broker, request, header, tags, max_count, max_bytes, timeout_s)
+
+
+async def _hold(
+    broker: Broker,
+    request: RemotingCommand,
+    header: PullMessageRequestHeader,
+    tags: set[int] | None,
+    max_count: int,
+    max_bytes: int,
+    timeout_s: float,
+) -> RemotingCommand:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            break
+        await broker.holds.wait(header.topic, header.queue_id, remaining)
+        response = _read(broker, request, header, tags, max_count, max_bytes)
+        # Woken by a message the filter drops: keep waiting until the deadline.
+        if (
+            response.code != ResponseCode.PULL_NOT_FOUND
+            and response.code != ResponseCode.PULL_RETRY_IMMEDIATELY
+        ):
+            return response
+    return _read(broker, request, header, tags, max_count, max_bytes)
+
+
+def _read(
+    broker: Broker,
+    request: RemotingCommand,
+    header: PullMessageRequestHeader,
+    tags: set[int] | None,
+    max_count: int,
+    max_bytes: int,
+) -> RemotingCommand:
+    result = broker.store.get_messages(
+        header.topic,
+        header.queue_id,
+        header.queue_offset,
+        max_count,
+        tags_codes=tags,
+        max_bytes=max_bytes,
+    )
+    code = _status_code(result, header.queue_offset)
+    response_header = PullMessageResponseHeader(
+        suggest_which_broker_id=0,
+        next_begin_offset=result.next_offset,
+        min_offset=result.min_offset,
+        max_offset=result.max_offset,
+    )
+    body = b"".join(view for _, _, view in result.messages) if result.messages else None
+    return request.make_response(code, None, ext_fields=response_header.to_ext_fields(), body=body)

@@ -1,0 +1,298 @@
+"""The asyncio side of the remoting protocol: one ``Connection`` per TCP client, one server.
+
+The codecs in ``broker.protocol`` do the parsing; this module only moves bytes and dispatches.
+A handler gets the request and its connection and returns the response, ``None`` (no answer,
+e.g. a oneway request) or an awaitable of either (long polling, a sync flush). Responses made
+synchronously while one read is processed are written together in one ``writelines``.
+
+One client's mistake never stops the server: a malformed frame closes that connection only; an
+unknown request code gets REQUEST_CODE_NOT_SUPPORTED; a handler that raises gets SYSTEM_ERROR.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from broker.protocol import (
+    FRAME_SIZE_MAX,
+    FrameDecoder,
+    RemoteProtocolError,
+    RemotingCommand,
+    ResponseCode,
+    encode_frame,
+)
+from broker.protocol.codes import RPC_ONEWAY
+
+__all__ = ["Connection", "Handler", "RemotingServer", "ServerLimits"]
+
+log = logging.getLogger("pocketmq.remoting")
+
+HandlerResult = RemotingCommand | None
+Handler = Callable[[RemotingCommand, "Connection"], HandlerResult | Awaitable[HandlerResult]]
+
+
+@dataclass(frozen=True, slots=True)
+class ServerLimits:
+    frame_size_max: int = FRAME_SIZE_MAX  # RocketMQ's frameMaxLength, 16 MiB
+    connections_max: int = 4096
+    # Requests of one connection being handled at once (long polls included); past it the
+    # connection stops being read until some finish: back-pressure, not memory.
+    requests_in_flight_max: int = 1024
+    # Bytes waiting in one connection's write buffer before reading from it pauses.
+    write_buffer_high: int = 8 * 1024 * 1024
+    idle_timeout_s: float = 120.0  # RocketMQ serverChannelMaxIdleTimeSeconds
+
+
+class Connection(asyncio.Protocol):
+    """One client connection. ``attributes`` holds what handlers learn (client id, groups)."""
+
+    _ids = itertools.count(1)
+
+    def __init__(self, server: RemotingServer) -> None:
+        self.server = server
+        self.id = next(self._ids)
+        self.transport: asyncio.Transport | None = None
+        self.remote_address = "?"
+        self.decoder = FrameDecoder(frame_size_max=server.limits.frame_size_max)
+        self.attributes: dict[str, Any] = {}
+        self.closed = False
+        self._pending_writes: list[bytes] | None = None
+        self._in_flight = 0
+        self._reading_paused = False
+        self._write_paused = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._opaque = itertools.count(1)
+        self._waiters: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self.last_activity = 0.0
+
+    # -- asyncio.Protocol -------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports quack like asyncio.Transport without subclassing it.
+        self.transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername")
+        self.remote_address = f"{peer[0]}:{peer[1]}" if peer else "?"
+        transport.set_write_buffer_limits(high=self.server.limits.write_buffer_high)
+        self.last_activity = asyncio.get_running_loop().time()
+        self.server._connection_made(self)
+
+    def data_received(self, data: bytes) -> None:
+        self.last_activity = asyncio.get_running_loop().time()
+        try:
+            commands = self.decoder.feed(data)
+        except RemoteProtocolError as error:
+            log.warning("closing %s: %s", self.remote_address, error)
+            self.close()
+            return
+        self._pending_writes = []
+        try:
+            for command in commands:
+                if command.is_response:
+                    self._response_received(command)
+                else:
+                    self._dispatch(command)
+        finally:
+            pending, self._pending_writes = self._pending_writes, None
+            if pending and self.transport is not None and not self.closed:
+                self.transport.writelines(pending)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        for waiter in self._waiters.values():
+            if not waiter.done():
+                waiter.set_exception(ConnectionError(f"connection to {self.remote_address} lost"))
+        self._waiters.clear()
+        for task in list(self._tasks):
+            task.cancel()
+        self.server._connection_lost(self)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+
+    # -- dispatch ---------------------------------------------------------------------------
+
+    def _dispatch(self, request: RemotingCommand) -> None:
+        handler = self.server.handlers.get(request.code)
+        if handler is None:
+            self.send_response(
+                request,
+                request.make_response(
+                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                    f" request type {request.code} not supported",
+                ),
+            )
+            return
+        try:
+            result = handler(request, self)
+        except Exception as error:  # one request's failure must not reach the event loop
+            self._handler_failed(request, error)
+            return
+        if inspect.isawaitable(result):
+            self._in_flight += 1
+            task = asyncio.ensure_future(self._finish(request, result))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            self._update_reading()
+        else:
+            self.send_response(request, result)
+
+    async def _finish(self, request: RemotingCommand, pending: Awaitable[HandlerResult]) -> None:
+        try:
+            response = await pending
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            self._handler_failed(request, error)
+        else:
+            self.send_response(request, response)
+        finally:
+            self._in_flight -= 1
+            self._update_reading()
+
+    def _handler_failed(self, request: RemotingCommand, error: Exception) -> None:
+        log.exception(
+            "request code %s from %s failed", request.code, self.remote_address, exc_info=error
+        )
+        self.send_response(
+            request,
+            request.make_response(ResponseCode.SYSTEM_ERROR, f"{type(error).__name__}: {error}"),
+        )
+
+    def _update_reading(self) -> None:
+        if self.transport is None or self.closed:
+            return
+        should_pause = (
+            self._write_paused or self._in_flight >= self.server.limits.requests_in_flight_max
+        )
+        if should_pause and not self._reading_paused:
+            self.transport.pause_reading()
+            self._reading_paused = True
+        elif not should_pause and self._reading_paused:
+            self.transport.resume_reading()
+            self._reading_paused = False
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def send_response(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
+        if response is None or request.flag & RPC_ONEWAY:
+            return  # a oneway request gets no answer, as in RocketMQ
+        self.write(encode_frame(response))
+
+    def write(self, data: bytes) -> None:
+        if self.closed or self.transport is None:
+            return
+        if self._pending_writes is not None:
+            self._pending_writes.append(data)
+        else:
+            self.transport.write(data)
+
+    async def request(self, command: RemotingCommand, *, timeout_s: float = 3.0) -> RemotingCommand:
+        """Send a request to the client (e.g. CHECK_TRANSACTION_STATE) and await its answer."""
+        command.opaque = next(self._opaque)
+        waiter: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        self._waiters[command.opaque] = waiter
+        try:
+            self.write(encode_frame(command))
+            return await asyncio.wait_for(waiter, timeout_s)
+        finally:
+            self._waiters.pop(command.opaque, None)
+
+    def send_oneway(self, command: RemotingCommand) -> None:
+        command.opaque = next(self._opaque)
+        command.flag |= RPC_ONEWAY
+        self.write(encode_frame(command))
+
+    def _response_received(self, response: RemotingCommand) -> None:
+        waiter = self._waiters.pop(response.opaque, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(response)
+
+    def close(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.closed = True
+            self.transport.close()
+
+
+class RemotingServer:
+    """Accepts connections and dispatches their requests through ``handlers`` (code -> handler)."""
+
+    def __init__(
+        self,
+        handlers: dict[int, Handler],
+        *,
+        name: str = "remoting",
+        limits: ServerLimits | None = None,
+        on_disconnect: Callable[[Connection], None] | None = None,
+    ) -> None:
+        self.handlers = handlers
+        self.name = name
+        self.limits = limits or ServerLimits()
+        self.on_disconnect = on_disconnect
+        self.connections: set[Connection] = set()
+        self._server: asyncio.Server | None = None
+        self._idle_task: asyncio.Task[None] | None = None
+        self.port = 0
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: Connection(self), host, port, reuse_address=True
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._idle_task = asyncio.create_task(self._close_idle(), name=f"{self.name}-idle")
+        return self.port
+
+    def _connection_made(self, connection: Connection) -> None:
+        if len(self.connections) >= self.limits.connections_max:
+            log.warning(
+                "%s: refusing %s: %d connections open",
+                self.name,
+                connection.remote_address,
+                len(self.connections),
+            )
+            connection.close()
+            return
+        self.connections.add(connection)
+
+    def _connection_lost(self, connection: Connection) -> None:
+        if connection in self.connections:
+            self.connections.discard(connection)
+            if self.on_disconnect is not None:
+                try:
+                    self.on_disconnect(connection)
+                except Exception:
+                    log.exception("%s: disconnect handler failed", self.name)
+
+    async def _close_idle(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(min(10.0, self.limits.idle_timeout_s))
+            deadline = loop.time() - self.limits.idle_timeout_s
+            for connection in list(self.connections):
+                if connection.last_activity < deadline and not connection._in_flight:
+                    log.info("%s: closing idle connection %s", self.name, connection.remote_address)
+                    connection.close()
+
+    async def close(self) -> None:
+        if self._idle_task is not None:
+            self._idle_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._idle_task
+        if self._server is not None:
+            self._server.close()
+            for connection in list(self.connections):
+                connection.close()
+            await self._server.wait_closed()
+            self._server = None

@@ -1,0 +1,67 @@
+"""Running the servers until told to stop: ``pocketmq namesrv``, ``broker`` and ``standalone``.
+
+Each prints one line containing ``ready`` on stdout once it accepts connections (scripts and
+tests wait for it) and shuts down cleanly on SIGINT or SIGTERM: the store is flushed, the
+``abort`` file removed, and the broker unregisters from its name servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+
+from broker.app import Broker
+from broker.config import BrokerConfig
+from broker.namesrv import NameServer
+
+__all__ = ["run_broker", "run_namesrv", "run_standalone"]
+
+
+async def _wait_for_stop() -> None:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+def _ready(line: str) -> None:
+    print(line, flush=True)
+    sys.stdout.flush()
+
+
+async def run_namesrv(host: str, port: int) -> None:
+    server = NameServer()
+    port = await server.start(host, port)
+    _ready(f"pocketmq namesrv ready on {host}:{port}")
+    try:
+        await _wait_for_stop()
+    finally:
+        await server.close()
+
+
+async def run_broker(config: BrokerConfig) -> None:
+    async with Broker(config) as broker:
+        _ready(
+            f"pocketmq broker {config.broker_name} ready on {broker.address} (flush {config.flush})"
+        )
+        await _wait_for_stop()
+
+
+async def run_standalone(config: BrokerConfig, namesrv_host: str, namesrv_port: int) -> None:
+    """Name server and broker in one process, the broker registered with the name server."""
+    server = NameServer()
+    namesrv_port = await server.start(namesrv_host, namesrv_port)
+    config.namesrv_addrs = [f"{namesrv_host}:{namesrv_port}"]
+    try:
+        async with Broker(config) as broker:
+            _ready(
+                f"pocketmq standalone ready: name server {namesrv_host}:{namesrv_port}, "
+                f"broker {broker.address}, data {config.data_dir or 'in memory'}"
+            )
+            await _wait_for_stop()
+    finally:
+        await server.close()

@@ -1,0 +1,44 @@
+"""Consumer offsets (RocketMQ's ConsumerOffsetManager), persisted as ``config/consumerOffset.json``:
+``{"offsetTable": {"<topic>@<group>": {"<queueId>": <next offset>}}}``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+
+from broker.services.persist import load_json, save_json
+
+__all__ = ["OffsetManager"]
+
+
+class _OffsetFile(msgspec.Struct, rename="camel"):
+    offset_table: dict[str, dict[int, int]] = {}
+
+
+class OffsetManager:
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self.table: dict[str, dict[int, int]] = load_json(
+            path, _OffsetFile, _OffsetFile()
+        ).offset_table
+        self._dirty = False
+
+    @staticmethod
+    def key(topic: str, group: str) -> str:
+        return f"{topic}@{group}"
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        self.table.setdefault(self.key(topic, group), {})[queue_id] = offset
+        self._dirty = True
+
+    def query(self, group: str, topic: str, queue_id: int) -> int | None:
+        return self.table.get(self.key(topic, group), {}).get(queue_id)
+
+    def groups_of(self, topic: str) -> list[str]:
+        return sorted(k.split("@", 1)[1] for k in self.table if k.split("@", 1)[0] == topic)
+
+    def persist(self, *, force: bool = False) -> None:
+        if self._dirty or force:
+            save_json(self.path, _OffsetFile(offset_table=self.table))
+            self._dirty = False

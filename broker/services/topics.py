@@ -1,0 +1,176 @@
+"""Topic configurations (RocketMQ's TopicConfigManager), persisted as ``config/topics.json``."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import msgspec
+
+from broker.protocol.headers import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from broker.services.persist import load_json, save_json
+
+__all__ = ["TopicError", "TopicManager", "validate_topic_name"]
+
+PERM_READ = 4
+PERM_WRITE = 2
+PERM_RW = PERM_READ | PERM_WRITE
+
+AUTO_CREATE_TOPIC = "TBW102"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+SYSTEM_TOPICS = frozenset(
+    {
+        AUTO_CREATE_TOPIC,
+        SCHEDULE_TOPIC,
+        "BenchmarkTest",
+        TRANS_HALF_TOPIC,
+        "RMQ_SYS_TRACE_TOPIC",
+        TRANS_OP_HALF_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+        "CHECKPOINT_TOPIC",
+    }
+)
+# TopicValidator: clients may not send to these.
+NOT_ALLOWED_SEND_TOPICS = frozenset(
+    {
+        SCHEDULE_TOPIC,
+        TRANS_HALF_TOPIC,
+        TRANS_OP_HALF_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+    }
+)
+_TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_LENGTH_MAX = 127
+RETRY_OR_DLQ_TOPIC_LENGTH_MAX = 255
+
+
+class TopicError(ValueError):
+    """A topic name or operation was refused; ``code`` is the RocketMQ response code to send."""
+
+    def __init__(self, code: int, message: str) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+def is_system_topic(topic: str) -> bool:
+    return topic in SYSTEM_TOPICS or topic.startswith("rmq_sys_")
+
+
+def validate_topic_name(topic: str) -> str | None:
+    """Why ``topic`` is not a valid topic name (TopicValidator), or None if it is."""
+    if not topic:
+        return "the topic is blank"
+    if not _TOPIC_PATTERN.match(topic):
+        return f"the topic {topic!r} contains a character outside ^[%|a-zA-Z0-9_-]+$"
+    limit = (
+        RETRY_OR_DLQ_TOPIC_LENGTH_MAX
+        if topic.startswith(("%RETRY%", "%DLQ%"))
+        else TOPIC_LENGTH_MAX
+    )
+    if len(topic) > limit:
+        return f"the topic is {len(topic)} characters long, more than {limit}"
+    return None
+
+
+class TopicManager:
+    def __init__(self, path: Path | None, *, default_queue_nums: int, auto_create: bool) -> None:
+        self.path = path
+        self.default_queue_nums = default_queue_nums
+        self.auto_create = auto_create
+        wrapper = load_json(path, TopicConfigSerializeWrapper, TopicConfigSerializeWrapper())
+        self.topics: dict[str, TopicConfig] = dict(wrapper.topic_config_table)
+        self.data_version = wrapper.data_version
+        self._add_system_topics()
+
+    def _add_system_topics(self) -> None:
+        if self.auto_create and AUTO_CREATE_TOPIC not in self.topics:
+            # The template producers fall back to for a topic the name server does not know.
+            self.topics[AUTO_CREATE_TOPIC] = TopicConfig(
+                topic_name=AUTO_CREATE_TOPIC,
+                read_queue_nums=self.default_queue_nums,
+                write_queue_nums=self.default_queue_nums,
+                perm=PERM_RW | 1,  # inherit: new topics are created from it
+            )
+        for name, queues in ((SCHEDULE_TOPIC, 18), (TRANS_CHECK_MAX_TIME_TOPIC, 1)):
+            self.topics.setdefault(
+                name,
+                TopicConfig(
+                    topic_name=name, read_queue_nums=queues, write_queue_nums=queues, perm=PERM_RW
+                ),
+            )
+
+    def get(self, topic: str) -> TopicConfig | None:
+        return self.topics.get(topic)
+
+    def create(
+        self,
+        topic: str,
+        *,
+        read_queue_nums: int | None = None,
+        write_queue_nums: int | None = None,
+        perm: int = PERM_RW,
+        order: bool = False,
+        topic_sys_flag: int = 0,
+    ) -> TopicConfig:
+        """Create or update a topic (UPDATE_AND_CREATE_TOPIC), persisted at once."""
+        problem = validate_topic_name(topic)
+        if problem:
+            raise TopicError(1, problem)  # SYSTEM_ERROR, as RocketMQ answers a bad name
+        config = TopicConfig(
+            topic_name=topic,
+            read_queue_nums=read_queue_nums or self.default_queue_nums,
+            write_queue_nums=write_queue_nums or self.default_queue_nums,
+            perm=perm,
+            order=order,
+            topic_sys_flag=topic_sys_flag,
+        )
+        self.topics[topic] = config
+        self._changed()
+        return config
+
+    def create_on_send(self, topic: str, queue_nums: int | None) -> TopicConfig | None:
+        """Auto-create on first send (autoCreateTopicEnable); None when not allowed."""
+        existing = self.topics.get(topic)
+        if existing is not None:
+            return existing
+        if not self.auto_create and not topic.startswith(("%RETRY%", "%DLQ%")):
+            return None
+        nums = min(queue_nums or self.default_queue_nums, self.default_queue_nums)
+        if topic.startswith(("%RETRY%", "%DLQ%")):
+            nums = 1
+        return self.create(topic, read_queue_nums=nums, write_queue_nums=nums)
+
+    def delete(self, topic: str) -> bool:
+        if self.topics.pop(topic, None) is None:
+            return False
+        self._changed()
+        return True
+
+    def _changed(self) -> None:
+        self.data_version = DataVersion(
+            timestamp=int(time.time() * 1000), counter=self.data_version.counter + 1
+        )
+        self.persist()
+
+    def wrapper(self) -> TopicConfigSerializeWrapper:
+        return TopicConfigSerializeWrapper(
+            topic_config_table=dict(self.topics), data_version=self.data_version
+        )
+
+    def persist(self) -> None:
+        save_json(self.path, self.wrapper())
+
+    def user_topics(self) -> list[str]:
+        return sorted(t for t in self.topics if not is_system_topic(t))
+
+
+def topic_config_with(config: TopicConfig, **changes: object) -> TopicConfig:
+    return msgspec.structs.replace(config, **changes)

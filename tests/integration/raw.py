@@ -1,0 +1,107 @@
+"""A bare remoting client for tests that must send exactly the bytes they choose."""
+
+from __future__ import annotations
+
+import socket
+import time
+
+from broker.protocol import FrameDecoder, RemotingCommand, RequestCode, encode_frame
+from broker.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
+
+
+class RawClient:
+    def __init__(self, address: str, *, timeout_s: float = 10.0) -> None:
+        host, _, port = address.rpartition(":")
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+        self.decoder = FrameDecoder()
+        self.opaque = 0
+        self.pending: list[RemotingCommand] = []
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> RawClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def send_bytes(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def call(self, command: RemotingCommand) -> RemotingCommand:
+        self.opaque += 1
+        command.opaque = self.opaque
+        self.sock.sendall(encode_frame(command))
+        return self.read_response(self.opaque)
+
+    def read_response(self, opaque: int) -> RemotingCommand:
+        while True:
+            for frame in self.pending:
+                if frame.is_response and frame.opaque == opaque:
+                    self.pending.remove(frame)
+                    return frame
+            data = self.sock.recv(1 << 20)
+            if not data:
+                raise ConnectionError("the server closed the connection")
+            self.pending.extend(self.decoder.feed(data))
+
+    def closed_by_peer(self, wait_s: float = 5.0) -> bool:
+        self.sock.settimeout(wait_s)
+        try:
+            while True:
+                data = self.sock.recv(65536)
+                if not data:
+                    return True
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+        except TimeoutError:
+            return False
+
+    def send_message(
+        self,
+        topic: str,
+        body: bytes,
+        *,
+        queue_id: int = 0,
+        properties: str = "",
+        code: int = RequestCode.SEND_MESSAGE_V2,
+    ) -> RemotingCommand:
+        header = SendMessageRequestHeaderV2(
+            producer_group="raw-producer",
+            topic=topic,
+            default_topic="TBW102",
+            default_topic_queue_nums=4,
+            queue_id=queue_id,
+            sys_flag=0,
+            born_timestamp=int(time.time() * 1000),
+            flag=0,
+            properties=properties or None,
+        )
+        return self.call(RemotingCommand(code=code, ext_fields=header.to_ext_fields(), body=body))
+
+    def pull(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        *,
+        group: str = "raw-group",
+        max_count: int = 32,
+        suspend_ms: int = 0,
+    ) -> RemotingCommand:
+        header = PullMessageRequestHeader(
+            consumer_group=group,
+            topic=topic,
+            queue_id=queue_id,
+            queue_offset=offset,
+            max_msg_nums=max_count,
+            sys_flag=0x4 | (0x2 if suspend_ms else 0),
+            commit_offset=0,
+            suspend_timeout_millis=suspend_ms,
+            subscription="*",
+            sub_version=0,
+        )
+        return self.call(
+            RemotingCommand(code=RequestCode.PULL_MESSAGE, ext_fields=header.to_ext_fields())
+        )
