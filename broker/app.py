@@ -106,6 +106,7 @@ class Broker:
             config_dir / "topics.json" if config_dir else None,
             default_queue_nums=config.default_topic_queue_nums,
             auto_create=config.auto_create_topic,
+            on_change=self.schedule_registration,
         )
         self.offsets = OffsetManager(config_dir / "consumerOffset.json" if config_dir else None)
         self.groups = GroupManager(
@@ -139,8 +140,8 @@ class Broker:
                 await task
         if self.config.namesrv_addrs:
             await self._unregister()
-        self.holds.wake_all()
         await self.server.close()
+        self.holds.wake_all()
         await self.flush.close()
         self.offsets.persist(force=True)
         self.topics.persist()

@@ -44,6 +44,7 @@ class ConsumeQueue:
         self._min_logical = 0
         self._max_logical = 0  # next logical offset to write
         self.max_physical_offset = -1  # physical offset of the last entry (for idempotent dispatch)
+        self._flushed_logical = 0  # entries below this are synced
         self.last_entry_end = 0  # physical end of the last entry's record
 
     @property
@@ -81,6 +82,7 @@ class ConsumeQueue:
         self._drop_files_after(self._max_logical)
         self._skip_leading_blanks()
         self._refresh_last()
+        self._flushed_logical = self._min_logical
 
     def _valid_count(self, segment: Segment) -> int:
         view = segment.view
@@ -221,6 +223,10 @@ class ConsumeQueue:
             dropped += 1
         self._drop_files_after(self._max_logical)
         self._refresh_last()
+        if dropped:
+            for segment in self._segments:
+                segment.flush()  # the zeroed entries went through Segment.write
+            self._flushed_logical = min(self._flushed_logical, self._max_logical)
         return dropped
 
     def _drop_files_after(self, logical: int) -> None:
@@ -253,8 +259,15 @@ class ConsumeQueue:
         return deleted
 
     def flush(self) -> None:
-        for segment in self._segments:
-            segment.flush()
+        """Sync the entries written since the last flush (puts write into the mapping directly)."""
+        low, high = self._flushed_logical * ENTRY_SIZE, self._max_logical * ENTRY_SIZE
+        if high <= low:
+            return
+        for start, segment in zip(self._starts, self._segments, strict=True):
+            end = start + segment.size
+            if end > low and start < high:
+                segment.flush_range(max(low, start) - start, min(high, end) - start)
+        self._flushed_logical = self._max_logical
 
     def destroy(self) -> None:
         self.close()

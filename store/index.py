@@ -275,7 +275,9 @@ class IndexFile:
         elif diff > _INT_MAX:
             diff = _INT_MAX
         view = segment.view
-        _pack_entry_into(view, self._entries_at + count * ENTRY_SIZE, key_hash, phy_offset, diff, head)
+        _pack_entry_into(
+            view, self._entries_at + count * ENTRY_SIZE, key_hash, phy_offset, diff, head
+        )
         _pack_slot_into(view, slot_at, count)
         self.index_count = count + 1
         self.end_phy_offset = phy_offset

@@ -51,7 +51,7 @@ from store.state import (
     decode_state_body,
     encode_state_body,
 )
-from store.store_format import StoreFormat
+from store.store_format import DamagedRangeEntry, StoreFormat
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
@@ -63,7 +63,9 @@ def _wall_clock_ms() -> int:
 
 
 class PutMessage(msgspec.Struct, kw_only=True):
-    """A message to append. ``properties_text`` (the wire form) wins over ``properties``."""
+    """A message to append. ``properties_text`` (the wire form) is what gets stored; when both it
+    and ``properties`` are given, ``properties`` must be its parse (callers that have it save
+    parsing it again)."""
 
     topic: str
     body: bytes
@@ -142,6 +144,7 @@ class MessageStore:
         self.damaged: list[DamagedRange] = []
         self.store_format = StoreFormat()
         self.corrupt_reads = 0  # records skipped by reads because they failed a check
+        self.last_store_timestamp = 0  # store time of the newest record appended
         self.recovery_report = RecoveryReport()
         self._lock_fd: int | None = None
         self._valid_topics: set[str] = set()
@@ -244,6 +247,7 @@ class MessageStore:
         self.consume_queues.load()
         index_broken = self._load_index(report)
         checkpoint = Checkpoint.load(self.backend) or Checkpoint()
+        self.last_store_timestamp = checkpoint.physic_msg_timestamp
         self.store_format = StoreFormat.load(self.backend)
         starts = self.commitlog.segment_starts()
         if not starts:
@@ -306,7 +310,7 @@ class MessageStore:
                 lost = nonzero_extent(segment.view, stop.position)
                 report.torn_tail = TornTail(name, stop.position, lost, stop.reason)
             break
-        self.damaged = report.damaged
+        self.damaged = self._remember_damage(report)
         self.commitlog.set_end(end_offset)
         report.end_offset = self.commitlog.max_offset
         report.consume_queue_entries_dropped = self.consume_queues.truncate_from_physical(
@@ -315,7 +319,9 @@ class MessageStore:
         self.index.truncate_after(report.end_offset, store_timestamp_of=self.store_time_of)
         for offset in pending:
             if offset < report.end_offset:
-                self._dispatch(self.commitlog.read(offset, check_crc=False))
+                record = self.commitlog.read(offset, check_crc=False)
+                self._dispatch(record)
+                self.last_store_timestamp = max(self.last_store_timestamp, record.store_timestamp)
                 report.redispatched += 1
         if index_broken:
             self._rebuild_index(report.end_offset)
@@ -323,6 +329,28 @@ class MessageStore:
         self.flush_all()
         report.seconds = time.perf_counter() - started
         return report
+
+    def _remember_damage(self, report: RecoveryReport) -> list[DamagedRange]:
+        """Damage found now plus damage found by earlier recoveries (kept in storeFormat.json)
+        that still lies in the commitlog; every range is reported again."""
+        known = {(d.start, d.end): d for d in self.store_format.damaged}
+        for damage in report.damaged:
+            known[(damage.start_offset, damage.end_offset)] = DamagedRangeEntry(
+                file=damage.file,
+                start=damage.start_offset,
+                end=damage.end_offset,
+                reason=damage.reason,
+            )
+        low = self.commitlog.min_offset
+        kept = [d for d in known.values() if d.end > low and d.start < self.commitlog.max_offset]
+        kept.sort(key=lambda d: d.start)
+        if kept != self.store_format.damaged:
+            self.store_format = msgspec.structs.replace(self.store_format, damaged=kept)
+            self.store_format.save(self.backend)
+        ranges = [DamagedRange(d.file, d.start, d.end, d.reason) for d in kept]
+        found = {(d.start_offset, d.end_offset) for d in report.damaged}
+        report.damaged.extend(r for r in ranges if (r.start_offset, r.end_offset) not in found)
+        return ranges
 
     def _load_index(self, report: RecoveryReport) -> bool:
         """Open the index; an unreadable index is set aside and rebuilt from the commitlog."""
@@ -395,11 +423,18 @@ class MessageStore:
         topic = message.topic
         if message.properties_text is not None:
             properties_bytes = message.properties_text.encode("utf-8")
-            properties = decode_properties(message.properties_text)
+            # A caller that already parsed the text passes both; they must agree.
+            properties = (
+                message.properties
+                if message.properties is not None
+                else decode_properties(message.properties_text)
+            )
         else:
             properties = message.properties or {}
             properties_bytes = encode_properties(properties).encode("utf-8")
         topic_bytes = topic.encode("utf-8")
+        if topic == STATE_TOPIC:
+            decode_state_body(message.body)  # refuse a malformed state change before writing it
         limits = self.config.limits
         reserve = CRC_RESERVE if self.config.append_record_crc else 0
         if topic not in self._valid_topics:
@@ -431,6 +466,7 @@ class MessageStore:
             queue = self.consume_queues.get_or_create(topic, message.queue_id)
             queue_offset = queue.max_offset
         store_timestamp = self.clock_ms()
+        self.last_store_timestamp = store_timestamp
         appended = self.commitlog.append_record(
             topic=topic_bytes,
             queue_id=message.queue_id,
@@ -641,8 +677,9 @@ class MessageStore:
         self.commitlog.flush_to(confirmed)
         self.consume_queues.flush()
         self.index.flush()
-        now = self.clock_ms()
-        Checkpoint(now, now, now, confirmed, confirmed).save(self.backend)
+        # RocketMQ's timestamps are the store time of the last record each structure holds.
+        stamp = self.last_store_timestamp
+        Checkpoint(stamp, stamp, stamp, confirmed, confirmed).save(self.backend)
 
     @property
     def min_physical_offset(self) -> int:

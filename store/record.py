@@ -149,7 +149,9 @@ class Host(msgspec.Struct, frozen=True, array_like=True):
         return len(self.address) == 16
 
 
-LOCALHOST = Host(b"\x7f\x00\x00\x01", 0)
+# The default store host: 127.0.0.1 and RocketMQ's broker port, so that offset message IDs of
+# a store used on its own still decode as offset IDs.
+LOCALHOST = Host(b"\x7f\x00\x00\x01", 10911)
 
 
 class MessageRecord(msgspec.Struct, kw_only=True):
@@ -361,10 +363,9 @@ def check_limits(
     reserve: int = 0,
 ) -> None:
     """Raise :class:`LimitExceededError` naming the first limit ``body``/``topic``/properties break."""
+    # Only %RETRY% topics may be longer (RocketMQ's HookUtils exempts that prefix alone).
     topic_max = (
-        limits.system_topic_size_max
-        if topic.startswith(("%RETRY%", "%DLQ%"))
-        else limits.topic_size_max
+        limits.system_topic_size_max if topic.startswith("%RETRY%") else limits.topic_size_max
     )
     if not topic_bytes:
         raise LimitExceededError("topic", topic, "non-empty", "the topic is empty")
@@ -460,13 +461,16 @@ def check_record(
             offset=position,
         )
     if check_crc:
-        stored = record_crc_at(view, end) if props_len >= CRC_PROPERTY_LENGTH else None
-        if stored is not None:
-            # The whole-record CRC covers header, body, topic and properties.
+        if require_record_crc:
+            # The whole-record CRC covers header, body, topic and properties. It is trusted only
+            # where the store says it wrote one: elsewhere a client could have sent the property.
+            stored = record_crc_at(view, end) if props_len >= CRC_PROPERTY_LENGTH else None
+            if stored is None:
+                raise CorruptRecordError(
+                    "record CRC (__CRC32#) missing or mangled", offset=position
+                )
             if zlib.crc32(view[position : end - CRC_PROPERTY_LENGTH]) & 0x7FFFFFFF != stored:
                 raise CorruptRecordError("record CRC (__CRC32#) mismatch", offset=position)
-        elif require_record_crc:
-            raise CorruptRecordError("record CRC (__CRC32#) missing or mangled", offset=position)
         elif zlib.crc32(view[body_at:topic_at]) & 0x7FFFFFFF != crc:
             raise CorruptRecordError("body CRC mismatch", offset=position)
     return total

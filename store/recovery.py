@@ -163,19 +163,17 @@ def scan_records(
                         if props_at + 2 + props_len == end:
                             if not check_crc:
                                 ok = True
-                            elif (
-                                props_len >= 20
-                                and view[end - 1] == 2
-                                and view[end - 20 : end - 11] == _CRC_PREFIX
-                            ):
+                            elif crc_low <= position < crc_high:
+                                # Written with the whole-record CRC: it must be there and match.
                                 digits = bytes(view[end - 11 : end - 1])
                                 ok = (
-                                    digits.isdigit()
+                                    props_len >= 20
+                                    and view[end - 1] == 2
+                                    and view[end - 20 : end - 11] == _CRC_PREFIX
+                                    and digits.isdigit()
                                     and int(digits[::-1])
                                     == crc32(view[position : end - 20]) & 0x7FFFFFFF
                                 )
-                            elif crc_low <= position < crc_high:
-                                ok = False  # the record CRC must be there; the slow path says why
                             else:
                                 ok = (
                                     crc32(view[body_at:topic_at]) & 0x7FFFFFFF

@@ -14,15 +14,25 @@ import msgspec
 from store import paths
 from store.files import Backend
 
-__all__ = ["FORMAT_FILE", "StoreFormat"]
+__all__ = ["FORMAT_FILE", "DamagedRangeEntry", "StoreFormat"]
 
 FORMAT_FILE = paths.CONFIG / "storeFormat.json"
 _NO_END = 1 << 63
 
 
+class DamagedRangeEntry(msgspec.Struct, kw_only=True):
+    file: str
+    start: int
+    end: int
+    reason: str
+
+
 class StoreFormat(msgspec.Struct, kw_only=True):
     recordCrcFrom: int | None = None  # noqa: N815 - JSON field names follow RocketMQ's config style
     recordCrcUntil: int | None = None  # noqa: N815
+    # Ranges recovery found damaged: remembered so that a later tail-mode recovery, which does
+    # not rescan old segments, still reports them and never serves them.
+    damaged: list[DamagedRangeEntry] = []
 
     @property
     def crc_range(self) -> tuple[int, int] | None:
@@ -51,7 +61,9 @@ class StoreFormat(msgspec.Struct, kw_only=True):
     def after_recovery(self, end_offset: int, *, append_record_crc: bool) -> StoreFormat | None:
         """The format to save now that appends resume at ``end_offset`` (None: unchanged)."""
         if append_record_crc and (self.recordCrcFrom is None or self.recordCrcUntil is not None):
-            return StoreFormat(recordCrcFrom=end_offset)
+            return StoreFormat(recordCrcFrom=end_offset, damaged=self.damaged)
         if not append_record_crc and self.recordCrcFrom is not None and self.recordCrcUntil is None:
-            return StoreFormat(recordCrcFrom=self.recordCrcFrom, recordCrcUntil=end_offset)
+            return StoreFormat(
+                recordCrcFrom=self.recordCrcFrom, recordCrcUntil=end_offset, damaged=self.damaged
+            )
         return None

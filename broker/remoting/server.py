@@ -296,3 +296,8 @@ class RemotingServer:
                 connection.close()
             await self._server.wait_closed()
             self._server = None
+            # connection_lost runs on a later loop turn; let every connection finish it.
+            for _ in range(100):
+                if not self.connections:
+                    break
+                await asyncio.sleep(0.01)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -39,6 +40,7 @@ SYSTEM_TOPICS = frozenset(
 # TopicValidator: clients may not send to these.
 NOT_ALLOWED_SEND_TOPICS = frozenset(
     {
+        "rmq_sys_MESSAGE_STATE",  # pocketmq's state records: only the broker writes them
         SCHEDULE_TOPIC,
         TRANS_HALF_TOPIC,
         TRANS_OP_HALF_TOPIC,
@@ -81,8 +83,16 @@ def validate_topic_name(topic: str) -> str | None:
 
 
 class TopicManager:
-    def __init__(self, path: Path | None, *, default_queue_nums: int, auto_create: bool) -> None:
+    def __init__(
+        self,
+        path: Path | None,
+        *,
+        default_queue_nums: int,
+        auto_create: bool,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
         self.path = path
+        self.on_change = on_change
         self.default_queue_nums = default_queue_nums
         self.auto_create = auto_create
         wrapper = load_json(path, TopicConfigSerializeWrapper, TopicConfigSerializeWrapper())
@@ -159,6 +169,8 @@ class TopicManager:
             timestamp=int(time.time() * 1000), counter=self.data_version.counter + 1
         )
         self.persist()
+        if self.on_change is not None:
+            self.on_change()  # name servers learn new topics at once, not 30 s later
 
     def wrapper(self) -> TopicConfigSerializeWrapper:
         return TopicConfigSerializeWrapper(

@@ -71,7 +71,7 @@ def test_store_inspect_lists_records_states_and_summary(tmp_path: Path) -> None:
         and orders["unique_key"] == "ABC"
     )
     assert orders["state"] == "poisoned" and orders["crc_ok"] and orders["body_preview"] == "hello"
-    assert orders["offset_msg_id"] == "7F00000100000000" + "0" * 16
+    assert orders["offset_msg_id"] == "7F00000100002A9F" + "0" * 16
     assert rows[1]["body_preview"].startswith("0x0001")
     text = run("store", "inspect", str(tmp_path), "--topic", "Orders")
     assert text.returncode == 0

@@ -296,3 +296,23 @@ def test_an_unreadable_index_is_rebuilt_from_the_commitlog(tmp_path: Path) -> No
         )
         assert [r.keys[0] for r in store.query_by_key("T", "k17")] == ["k17"]
         assert len(store.query_by_key("T", "shared")) == 30
+
+
+def test_damage_found_once_is_reported_by_every_later_recovery(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    full = StoreConfig(commitlog_segment_size=4 * 1024 * 1024 + 64 * 1024, recovery_scan="full")
+    tail = StoreConfig(commitlog_segment_size=4 * 1024 * 1024 + 64 * 1024, recovery_scan="tail")
+    with MessageStore.open(root, config=full) as store:
+        offsets = [
+            store.put(PutMessage(topic="T", body=bytes([i]) * 1_000_000)).physical_offset
+            for i in range(9)
+        ]
+    with open(root / "commitlog" / f"{0:020d}", "r+b") as handle:
+        handle.seek(offsets[1] + 200)
+        handle.write(b"\xee")
+    with MessageStore.open(root, config=full) as store:
+        assert [d.start_offset for d in store.recovery_report.damaged] == [offsets[1]]
+    with MessageStore.open(root, config=tail) as store:  # tail mode does not rescan segment 0
+        assert [d.start_offset for d in store.recovery_report.damaged] == [offsets[1]]
+        with pytest.raises(CorruptRecordError, match="damaged range"):
+            store.read(offsets[2])
