@@ -148,6 +148,7 @@ class MessageStore:
         self.recovery_report = RecoveryReport()
         self._lock_fd: int | None = None
         self._valid_topics: set[str] = set()
+        self._tags_codes: dict[str, int] = {}
         self._closed = True
 
     # -- life cycle --------------------------------------------------------------------------
@@ -522,7 +523,15 @@ class MessageStore:
                 if level > 0:
                     delays = self.config.delay_levels_ms
                     return store_timestamp + delays[min(level, len(delays)) - 1]
-        return compute_tags_code(properties.get("TAGS"))
+        tags = properties.get("TAGS")
+        if not tags:
+            return 0
+        code = self._tags_codes.get(tags)
+        if code is None:
+            if len(self._tags_codes) >= 4096:
+                self._tags_codes.clear()  # bounded: tags are usually a small set
+            code = self._tags_codes[tags] = compute_tags_code(tags)
+        return code
 
     def set_state(self, physical_offset: int, state: MessageState, reason: str = "") -> PutResult:
         """Record a state change of the message at ``physical_offset`` (an appended record)."""
