@@ -13,14 +13,13 @@ import asyncio
 import contextlib
 import functools
 import logging
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
 
 from broker.config import BrokerConfig
-from broker.handlers import admin, clients, pull, send
+from broker.handlers import admin, clients, pull, retry, send
 from broker.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
@@ -32,23 +31,22 @@ from broker.protocol.headers import (
 from broker.remoting.client import OutboundConnection
 from broker.remoting.server import Connection, Handler, RemotingServer, ServerLimits
 from broker.services.clients import ClientRegistry
+from broker.services.clock import Clock, Scheduler, SystemClock
 from broker.services.flush import FlushService
 from broker.services.groups import GroupManager
 from broker.services.locks import LockManager
 from broker.services.long_polling import PullHoldService
 from broker.services.offsets import OffsetManager
+from broker.services.schedule import DelayError, ScheduleService
 from broker.services.topics import TopicManager
 from ids import offset_msg_id_from_packed
-from store.message_store import MessageStore
-from store.record import Host
+from store.errors import StoreError
+from store.message_store import MessageStore, PutMessage, PutResult
+from store.record import Host, SysFlag
 
 __all__ = ["Broker"]
 
 log = logging.getLogger("pocketmq.broker")
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Broker:
@@ -56,11 +54,13 @@ class Broker:
         self,
         config: BrokerConfig | None = None,
         *,
-        clock_ms: Callable[[], int] = _wall_clock_ms,
+        clock: Clock | None = None,
         limits: ServerLimits | None = None,
     ) -> None:
         self.config = config or BrokerConfig()
-        self.clock_ms = clock_ms
+        self.clock = clock or SystemClock()
+        self.clock_ms: Callable[[], int] = self.clock.now_ms
+        self.scheduler = Scheduler(self.clock)
         self.server = RemotingServer(
             self._handlers(), name="broker", limits=limits, on_disconnect=self._disconnected
         )
@@ -72,6 +72,7 @@ class Broker:
         self.offsets: OffsetManager
         self.groups: GroupManager
         self.flush: FlushService
+        self.schedule: ScheduleService
         self._tasks: list[asyncio.Task[None]] = []
         self._register_now = asyncio.Event()
         self._store_host_address = b""
@@ -121,6 +122,11 @@ class Broker:
             timeout_ms=config.sync_flush_timeout_ms,
         )
         self.flush.start()
+        self.schedule = ScheduleService(
+            self, config_dir / "delayOffset.json" if config_dir else None
+        )
+        self.schedule.start()
+        self.scheduler.start()
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="broker-housekeeping"))
         if config.namesrv_addrs:
             self._tasks.append(asyncio.create_task(self._register_loop(), name="broker-register"))
@@ -142,7 +148,9 @@ class Broker:
             await self._unregister()
         await self.server.close()
         self.holds.wake_all()
+        await self.scheduler.close()
         await self.flush.close()
+        self.schedule.persist()
         self.offsets.persist(force=True)
         self.topics.persist()
         self.store.close()
@@ -171,6 +179,31 @@ class Broker:
     def schedule_registration(self) -> None:
         self._register_now.set()
 
+    def put_message(self, message: PutMessage, properties: dict[str, str]) -> PutResult:
+        """Store a message as a send does: a delay level sends it through the schedule topic.
+        Raises DelayError for a bad DELAY, and the store's errors."""
+        level = self.schedule.level_of(properties)
+        tx_type = message.sysflag & SysFlag.TRANSACTION_MASK
+        if level and tx_type in (SysFlag.TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE):
+            result = self.store.put(self.schedule.transform(message, properties, level))
+            self.schedule.stored(level, result.physical_offset, result.store_timestamp)
+            return result
+        result = self.store.put(message)
+        self.message_arrived(message.topic, message.queue_id)
+        return result
+
+    def put_internal(self, message: PutMessage) -> PutResult:
+        """A message the broker writes itself (deliveries, retries, DLQ)."""
+        assert message.properties is not None
+        return self.put_message(message, message.properties)
+
+    def put_from_client(self, message: PutMessage) -> PutResult | None:
+        try:
+            return self.put_internal(message)
+        except (StoreError, DelayError) as error:
+            log.error("could not store a message for %s: %s", message.topic, error)
+            return None
+
     # -- handlers ----------------------------------------------------------------------------
 
     def _handlers(self) -> dict[int, Handler]:
@@ -196,6 +229,8 @@ class Broker:
             RequestCode.UPDATE_AND_CREATE_TOPIC: admin.handle_create_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: admin.handle_get_all_topic_config,
             RequestCode.DELETE_TOPIC_IN_BROKER: admin.handle_delete_topic,
+            RequestCode.CONSUMER_SEND_MSG_BACK: retry.handle_consumer_send_back,
+            RequestCode.POCKETMQ_CLOCK: admin.handle_clock,
         }
         return {code: functools.partial(handler, self) for code, handler in table.items()}  # type: ignore[misc]
 
@@ -220,6 +255,7 @@ class Broker:
             await asyncio.sleep(self.config.consumer_offset_persist_s)
             try:
                 self.offsets.persist()
+                self.schedule.persist()
                 self.clients.expire(loop.time() - self.config.client_channel_expiry_s)
             except Exception:
                 log.exception("housekeeping failed")

@@ -180,6 +180,12 @@ def _broker_config(args: argparse.Namespace, namesrv: list[str]) -> Any:
     )
 
 
+def _clock(args: argparse.Namespace) -> Any:
+    from broker.services.clock import ManualClock, SystemClock
+
+    return ManualClock() if args.clock == "manual" else SystemClock()
+
+
 def _cmd_namesrv(args: argparse.Namespace) -> int:
     from broker.serve import run_namesrv
 
@@ -190,13 +196,15 @@ def _cmd_broker(args: argparse.Namespace) -> int:
     from broker.serve import run_broker
 
     namesrv = [a for a in (args.namesrv or "").split(";") if a]
-    return _run(lambda: run_broker(_broker_config(args, namesrv)))
+    return _run(lambda: run_broker(_broker_config(args, namesrv), _clock(args)))
 
 
 def _cmd_standalone(args: argparse.Namespace) -> int:
     from broker.serve import run_standalone
 
-    return _run(lambda: run_standalone(_broker_config(args, []), args.host, args.namesrv_port))
+    return _run(
+        lambda: run_standalone(_broker_config(args, []), args.host, args.namesrv_port, _clock(args))
+    )
 
 
 def _add_broker_options(parser: argparse.ArgumentParser, *, data_default: str) -> None:
@@ -224,6 +232,12 @@ def _add_broker_options(parser: argparse.ArgumentParser, *, data_default: str) -
         choices=("async", "sync"),
         default="async",
         help="sync: acknowledge a send only after fsync (group commit); async: flush every 500 ms",
+    )
+    parser.add_argument(
+        "--clock",
+        choices=("system", "manual"),
+        default="system",
+        help="manual: time moves only with `pocketmq time advance` (tests of delays, retries, timers)",
     )
 
 

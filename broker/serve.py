@@ -15,6 +15,7 @@ import sys
 from broker.app import Broker
 from broker.config import BrokerConfig
 from broker.namesrv import NameServer
+from broker.services.clock import Clock
 
 __all__ = ["run_broker", "run_namesrv", "run_standalone"]
 
@@ -43,21 +44,23 @@ async def run_namesrv(host: str, port: int) -> None:
         await server.close()
 
 
-async def run_broker(config: BrokerConfig) -> None:
-    async with Broker(config) as broker:
+async def run_broker(config: BrokerConfig, clock: Clock | None = None) -> None:
+    async with Broker(config, clock=clock) as broker:
         _ready(
             f"pocketmq broker {config.broker_name} ready on {broker.address} (flush {config.flush})"
         )
         await _wait_for_stop()
 
 
-async def run_standalone(config: BrokerConfig, namesrv_host: str, namesrv_port: int) -> None:
+async def run_standalone(
+    config: BrokerConfig, namesrv_host: str, namesrv_port: int, clock: Clock | None = None
+) -> None:
     """Name server and broker in one process, the broker registered with the name server."""
     server = NameServer()
     namesrv_port = await server.start(namesrv_host, namesrv_port)
     config.namesrv_addrs = [f"{namesrv_host}:{namesrv_port}"]
     try:
-        async with Broker(config) as broker:
+        async with Broker(config, clock=clock) as broker:
             _ready(
                 f"pocketmq standalone ready: name server {namesrv_host}:{namesrv_port}, "
                 f"broker {broker.address}, data {config.data_dir or 'in memory'}"

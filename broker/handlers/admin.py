@@ -23,6 +23,7 @@ from broker.protocol.headers import (
     encode_json_body,
 )
 from broker.remoting.server import Connection
+from broker.services.clock import ManualClock, parse_duration_ms
 from broker.services.topics import TopicError
 from store.errors import CorruptRecordError, OffsetOutOfRangeError
 
@@ -191,3 +192,43 @@ def handle_get_all_topic_config(
     return request.make_response(
         ResponseCode.SUCCESS, body=encode_json_body(broker.topics.wrapper())
     )
+
+
+async def handle_clock(
+    broker: Broker, request: RemotingCommand, connection: Connection
+) -> RemotingCommand:
+    """pocketmq's POCKETMQ_CLOCK: ``action`` get, advance (``duration``: 2h, 90s, ms) or set
+    (``time``: epoch ms). Advancing runs everything that falls due, in order, before answering."""
+    ext = request.ext_fields or {}
+    action = ext.get("action", "get")
+    clock = broker.clock
+    fired = 0
+    if action in ("advance", "set"):
+        if not isinstance(clock, ManualClock):
+            return request.make_response(
+                ResponseCode.ILLEGAL_OPERATION,
+                "the broker runs on the system clock; start it with --clock manual",
+            )
+        try:
+            if action == "advance":
+                duration = parse_duration_ms(ext.get("duration", ""))
+            else:
+                duration = int(ext.get("time", "")) - clock.now_ms()
+        except ValueError as error:
+            return request.make_response(ResponseCode.INVALID_PARAMETER, str(error))
+        if duration < 0:
+            return request.make_response(
+                ResponseCode.INVALID_PARAMETER, "the manual clock never goes backwards"
+            )
+        fired = await broker.scheduler.advance(duration)
+    elif action != "get":
+        return request.make_response(
+            ResponseCode.INVALID_PARAMETER, f"unknown clock action {action!r}"
+        )
+    result = {
+        "now": str(clock.now_ms()),
+        "manual": "true" if clock.manual else "false",
+        "fired": str(fired),
+        "pending": str(broker.scheduler.pending()),
+    }
+    return request.make_response(ResponseCode.SUCCESS, ext_fields=result)

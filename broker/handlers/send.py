@@ -15,10 +15,11 @@ from broker.protocol.headers import (
 )
 from broker.protocol.message_codec import decode_batch
 from broker.remoting.server import Connection
+from broker.services.schedule import DelayError
 from broker.services.topics import NOT_ALLOWED_SEND_TOPICS, PERM_WRITE, validate_topic_name
 from store.errors import LimitExceededError, StoreError, StoreFullError
 from store.message_store import PutMessage, PutResult
-from store.record import Host, decode_properties
+from store.record import Host, decode_properties, encode_properties
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -78,20 +79,29 @@ def handle_send(
     if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
         return _send_batch(broker, request, header, queue_id, body, born_host)
     properties = decode_properties(header.properties) if header.properties else {}
+    topic = header.topic
+    if topic.startswith("%RETRY%"):
+        # A consumer's own retry copy (its fallback when CONSUMER_SEND_MSG_BACK failed): past the
+        # maximum reconsume times it goes to the group's DLQ (SendMessageProcessor).
+        topic, queue_id = _retry_or_dlq(broker, header, properties, queue_id)
     message = PutMessage(
-        topic=header.topic,
+        topic=topic,
         body=body,
         queue_id=queue_id,
         flag=header.flag,
         properties=properties,
-        properties_text=header.properties or "",
+        properties_text=(header.properties or "")
+        if topic == header.topic
+        else encode_properties(properties),
         sysflag=header.sys_flag,
         born_timestamp=header.born_timestamp,
         born_host=born_host,
         reconsume_times=header.reconsume_times or 0,
     )
     try:
-        result = broker.store.put(message)
+        result = broker.put_message(message, properties)
+    except DelayError as error:
+        return _refuse(request, ResponseCode.MESSAGE_ILLEGAL, str(error))
     except LimitExceededError as error:
         return _refuse(request, ResponseCode.MESSAGE_ILLEGAL, str(error))
     except StoreFullError as error:
@@ -102,7 +112,6 @@ def handle_send(
         )
     except StoreError as error:
         return _refuse(request, ResponseCode.SYSTEM_ERROR, f"store refused the message: {error}")
-    broker.message_arrived(header.topic, queue_id)
     response_header = SendMessageResponseHeader(
         msg_id=broker.offset_msg_id(result.physical_offset),
         queue_id=queue_id,
@@ -198,6 +207,22 @@ def _maybe_wait(
         )
 
     return durable()
+
+
+def _retry_or_dlq(
+    broker: Broker, header: SendMessageRequestHeader, properties: dict[str, str], queue_id: int
+) -> tuple[str, int]:
+    group_name = header.topic[len("%RETRY%") :]
+    group = broker.groups.find_or_create(group_name)
+    max_times = header.max_reconsume_times
+    if max_times is None and group is not None:
+        max_times = group.retry_max_times
+    if max_times is not None and (header.reconsume_times or 0) > max_times:
+        properties.pop("DELAY", None)
+        topic = f"%DLQ%{group_name}"
+        broker.topics.create_on_send(topic, 1)
+        return topic, 0
+    return header.topic, queue_id
 
 
 def _response_ext(header: SendMessageResponseHeader) -> dict[str, str]:

@@ -187,6 +187,9 @@ class RequestCode(IntEnum):
     POP_ROLLBACK = 200056
     BATCH_ACK_MESSAGE = 200151
 
+    # --- pocketmq's own admin requests (no RocketMQ request uses 9000-9099)
+    POCKETMQ_CLOCK = 9001  # read, set or advance the broker's manual clock
+
 
 class ResponseCode(IntEnum):
     """Response codes (``RemotingSysResponseCode`` 0-4, ``ResponseCode`` the rest)."""

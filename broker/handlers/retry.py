@@ -1,0 +1,147 @@
+"""CONSUMER_SEND_MSG_BACK (36): a consumer gives a message back for a later retry, or the DLQ.
+
+RocketMQ's rules (AbstractSendMessageProcessor.consumerSendMsgBack): the copy goes to
+``%RETRY%<group>`` with delay level ``3 + reconsumeTimes`` (or the level the consumer asked for)
+and reconsume times + 1; once reconsume times reach the maximum (16 by default, the group's
+``retryMaxTimes`` unless the request says otherwise) or the level asked for is negative, it goes
+to ``%DLQ%<group>`` instead, and the message becomes poisoned (state 20).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
+from broker.protocol.headers import ConsumerSendMsgBackRequestHeader
+from broker.remoting.server import Connection
+from store.errors import CorruptRecordError, OffsetOutOfRangeError
+from store.message_store import PutMessage
+from store.record import SysFlag, encode_properties
+from store.state import MessageState
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+
+__all__ = ["dead_letter", "handle_consumer_send_back", "retry_topic", "dlq_topic"]
+
+
+def retry_topic(group: str) -> str:
+    return f"%RETRY%{group}"
+
+
+def dlq_topic(group: str) -> str:
+    return f"%DLQ%{group}"
+
+
+def handle_consumer_send_back(
+    broker: Broker, request: RemotingCommand, connection: Connection
+) -> RemotingCommand:
+    try:
+        header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
+    except MalformedHeaderError as error:
+        return request.make_response(ResponseCode.SYSTEM_ERROR, f"bad request: {error}")
+    group = broker.groups.find_or_create(header.group)
+    if group is None:
+        return request.make_response(
+            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+            f"subscription group not exist, {header.group}",
+        )
+    try:
+        record = broker.store.read(header.offset)
+    except (OffsetOutOfRangeError, CorruptRecordError) as error:
+        return request.make_response(
+            ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}: {error}"
+        )
+    properties = dict(record.properties)
+    properties.setdefault("RETRY_TOPIC", record.topic)
+    origin = (
+        header.origin_msg_id
+        or properties.get("ORIGIN_MESSAGE_ID")
+        or properties.get("UNIQ_KEY")
+        or ""
+    )
+    properties["ORIGIN_MESSAGE_ID"] = origin
+    max_times = (
+        header.max_reconsume_times
+        if header.max_reconsume_times is not None
+        else group.retry_max_times
+    )
+    if max_times < 0:
+        max_times = group.retry_max_times
+    reconsume = record.reconsume_times
+    if reconsume >= max_times or header.delay_level < 0:
+        dead_letter(
+            broker, record, properties, header.group, reason=f"{reconsume + 1} deliveries failed"
+        )
+        return request.make_response(ResponseCode.SUCCESS)
+    level = header.delay_level or 3 + reconsume
+    properties["DELAY"] = str(level)
+    properties["RECONSUME_TIME"] = str(reconsume + 1)
+    properties.pop("WAIT", None)
+    topic = retry_topic(header.group)
+    broker.topics.create_on_send(topic, 1)
+    result = broker.put_from_client(
+        PutMessage(
+            topic=topic,
+            body=record.body,
+            queue_id=0,
+            flag=record.flag,
+            properties=properties,
+            properties_text=encode_properties(properties),
+            sysflag=record.sysflag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6),
+            born_timestamp=record.born_timestamp,
+            born_host=record.born_host,
+            reconsume_times=reconsume + 1,
+        )
+    )
+    if result is None:
+        return request.make_response(
+            ResponseCode.SYSTEM_ERROR, "the retry message could not be stored"
+        )
+    return request.make_response(ResponseCode.SUCCESS)
+
+
+def dead_letter(
+    broker: Broker, record, properties: dict[str, str], group: str, *, reason: str
+) -> None:  # noqa: ANN001
+    """Write ``record`` to the group's DLQ and mark it (and its first delivery) poisoned."""
+    topic = dlq_topic(group)
+    broker.topics.create_on_send(topic, 1)
+    properties = dict(properties)
+    for name in ("DELAY", "WAIT"):
+        properties.pop(name, None)
+    properties["RECONSUME_TIME"] = str(record.reconsume_times + 1)
+    properties.setdefault("ORIGIN_MESSAGE_ID", properties.get("UNIQ_KEY", ""))
+    broker.put_internal(
+        PutMessage(
+            topic=topic,
+            body=record.body,
+            queue_id=0,
+            flag=record.flag,
+            properties=properties,
+            properties_text=encode_properties(properties),
+            sysflag=record.sysflag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6),
+            born_timestamp=record.born_timestamp,
+            born_host=record.born_host,
+            reconsume_times=record.reconsume_times + 1,
+        )
+    )
+    broker.store.set_state(
+        record.physical_offset, MessageState.POISONED, f"dead-lettered to {topic}: {reason}"
+    )
+    original = _first_delivery(broker, properties)
+    if original is not None and original != record.physical_offset:
+        broker.store.set_state(
+            original, MessageState.POISONED, f"dead-lettered to {topic}: {reason}"
+        )
+
+
+def _first_delivery(broker: Broker, properties: dict[str, str]) -> int | None:
+    """The commitlog offset of the message as first sent, found by its unique key."""
+    topic, key = properties.get("RETRY_TOPIC"), properties.get("ORIGIN_MESSAGE_ID")
+    if not topic or not key:
+        return None
+    for record in broker.store.query_by_key(topic, key, max_results=4):
+        if record.unique_key == key and not record.topic.startswith("%"):
+            return record.physical_offset
+    return None

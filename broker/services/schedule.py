@@ -1,0 +1,194 @@
+"""Delayed messages: RocketMQ's 18 delay levels through ``SCHEDULE_TOPIC_XXXX``.
+
+A message whose ``DELAY`` property is a level (1..18 by default; above the maximum it is
+clamped to the maximum, 0 or less means no delay) is stored in ``SCHEDULE_TOPIC_XXXX``, queue
+``level - 1``, with ``REAL_TOPIC`` and ``REAL_QID``; the consume-queue tags code of that entry is
+its delivery time. When due, it is written again to its real topic as a new record (same
+properties and unique key, minus ``DELAY`` and the timer properties) and the waiting copy is
+marked for deletion. Each level's progress is kept in ``config/delayOffset.json``.
+
+While it waits a message is unavailable (state 10); the delivered copy is available.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from broker.services.persist import load_json, save_json
+from broker.services.topics import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
+from store.errors import CorruptRecordError, OffsetOutOfRangeError
+from store.message_store import PutMessage
+from store.record import SysFlag, encode_properties
+from store.state import MessageState
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+
+__all__ = ["DelayError", "ScheduleService"]
+
+log = logging.getLogger("pocketmq.broker")
+
+# Properties a delivered message loses (RocketMQ's messageTimeup).
+DROPPED_ON_DELIVERY = ("DELAY", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
+
+
+class DelayError(ValueError):
+    """A DELAY property that is not a number."""
+
+
+class _DelayOffsets(msgspec.Struct, rename="camel"):
+    offset_table: dict[int, int] = {}
+
+
+class ScheduleService:
+    def __init__(self, broker: Broker, path: Path | None) -> None:
+        self.broker = broker
+        self.path = path
+        self.levels_ms = broker.store.config.delay_levels_ms
+        self.offsets: dict[int, int] = dict(
+            load_json(path, _DelayOffsets, _DelayOffsets()).offset_table
+        )
+        self._scheduled: dict[int, int] = {}  # level -> due time already asked of the scheduler
+        self.delivered = 0
+
+    @property
+    def max_level(self) -> int:
+        return len(self.levels_ms)
+
+    def level_of(self, properties: dict[str, str]) -> int:
+        """The delay level a message asks for (0 = none); raises DelayError on a bad value."""
+        text = properties.get("DELAY")
+        if text is None or text == "":
+            return 0
+        try:
+            level = int(text)
+        except ValueError:
+            raise DelayError(
+                f"DELAY property {text!r} is not a delay level (1..{self.max_level})"
+            ) from None
+        return min(level, self.max_level) if level > 0 else 0
+
+    def transform(self, message: PutMessage, properties: dict[str, str], level: int) -> PutMessage:
+        """The message as it is stored while it waits (HookUtils.transformDelayLevelMessage)."""
+        waiting = dict(properties)
+        waiting["REAL_TOPIC"] = message.topic
+        waiting["REAL_QID"] = str(message.queue_id)
+        waiting["DELAY"] = str(level)
+        text = encode_properties(waiting)
+        return msgspec.structs.replace(
+            message,
+            topic=SCHEDULE_TOPIC,
+            queue_id=level - 1,
+            properties=waiting,
+            properties_text=text,
+        )
+
+    # -- after a delayed message is stored ------------------------------------------------------
+
+    def stored(self, level: int, physical_offset: int, store_timestamp: int) -> None:
+        self.broker.store.set_state(
+            physical_offset, MessageState.UNAVAILABLE, f"waiting for delay level {level}"
+        )
+        self._schedule(level, store_timestamp + self.levels_ms[level - 1])
+
+    def _schedule(self, level: int, due_ms: int) -> None:
+        current = self._scheduled.get(level)
+        if current is not None and current <= due_ms:
+            return  # the pass already asked for will reach this message
+        self._scheduled[level] = due_ms
+        self.broker.scheduler.at(due_ms, self._pass_for(level))
+
+    def _pass_for(self, level: int) -> Callable[[], None]:
+        def run() -> None:
+            self._scheduled.pop(level, None)
+            self.deliver_due(level)
+
+        return run
+
+    # -- delivery --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """After a restart: resume every level from its saved position."""
+        for level in range(1, self.max_level + 1):
+            queue = self.broker.store.consume_queues.get(SCHEDULE_TOPIC, level - 1)
+            if queue is None:
+                continue
+            offset = self.offsets.get(level, 0)
+            # RocketMQ clamps saved offsets into [min, max] of the queue.
+            offset = min(max(offset, queue.min_offset), queue.max_offset)
+            self.offsets[level] = offset
+            if offset < queue.max_offset:
+                self._schedule(level, queue.get(offset, 1)[0][2])
+
+    def deliver_due(self, level: int) -> int:
+        """Deliver every message of ``level`` that is due now; returns how many."""
+        store = self.broker.store
+        queue = store.consume_queues.get(SCHEDULE_TOPIC, level - 1)
+        if queue is None:
+            return 0
+        now = self.broker.now_ms()
+        offset = max(self.offsets.get(level, 0), queue.min_offset)
+        delivered = 0
+        while offset < queue.max_offset:
+            physical, _size, due_ms = queue.get(offset, 1)[0]
+            if due_ms > now + self.levels_ms[level - 1]:
+                due_ms = now  # RocketMQ's correction of a delivery time beyond the level's delay
+            if due_ms > now:
+                self._schedule(level, due_ms)
+                break
+            try:
+                self._deliver(store.read(physical))
+                delivered += 1
+            except (CorruptRecordError, OffsetOutOfRangeError) as error:
+                log.error(
+                    "delay level %d: skipping unreadable message at %d: %s", level, physical, error
+                )
+            offset += 1
+            self.offsets[level] = offset
+        self.delivered += delivered
+        return delivered
+
+    def _deliver(self, record) -> None:  # noqa: ANN001 - a store MessageRecord
+        properties = dict(record.properties)
+        real_topic = properties.get("REAL_TOPIC")
+        if not real_topic or real_topic == TRANS_HALF_TOPIC:
+            self.broker.store.set_state(
+                record.physical_offset, MessageState.MARKED_FOR_DELETION, "discarded"
+            )
+            return
+        for name in DROPPED_ON_DELIVERY:
+            properties.pop(name, None)
+        properties["WAIT"] = "false"
+        queue_id = int(properties.get("REAL_QID", "0") or 0)
+        message = PutMessage(
+            topic=real_topic,
+            body=record.body,
+            queue_id=queue_id,
+            flag=record.flag,
+            properties=properties,
+            properties_text=encode_properties(properties),
+            sysflag=record.sysflag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6),
+            born_timestamp=record.born_timestamp,
+            born_host=record.born_host,
+            reconsume_times=record.reconsume_times,
+        )
+        self.broker.put_internal(message)
+        self.broker.store.set_state(
+            record.physical_offset, MessageState.MARKED_FOR_DELETION, "delivered"
+        )
+
+    def persist(self) -> None:
+        save_json(self.path, _DelayOffsets(offset_table=self.offsets))
+
+    def pending(self) -> int:
+        total = 0
+        for level in range(1, self.max_level + 1):
+            queue = self.broker.store.consume_queues.get(SCHEDULE_TOPIC, level - 1)
+            if queue is not None:
+                total += queue.max_offset - max(self.offsets.get(level, 0), queue.min_offset)
+        return total
