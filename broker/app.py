@@ -38,6 +38,7 @@ from broker.services.locks import LockManager
 from broker.services.long_polling import PullHoldService
 from broker.services.offsets import OffsetManager
 from broker.services.schedule import DelayError, ScheduleService
+from broker.services.timer import TIMER_PROPERTIES, TimerError, TimerService
 from broker.services.topics import TopicManager
 from ids import offset_msg_id_from_packed
 from store.errors import StoreError
@@ -73,6 +74,7 @@ class Broker:
         self.groups: GroupManager
         self.flush: FlushService
         self.schedule: ScheduleService
+        self.timer: TimerService
         self._tasks: list[asyncio.Task[None]] = []
         self._register_now = asyncio.Event()
         self._store_host_address = b""
@@ -126,6 +128,10 @@ class Broker:
             self, config_dir / "delayOffset.json" if config_dir else None
         )
         self.schedule.start()
+        self.timer = TimerService(
+            self, config_dir / "timerCheck.json" if config_dir else None, max_delay_ms=config.timer_max_delay_ms
+        )
+        self.timer.start()
         self.scheduler.start()
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="broker-housekeeping"))
         if config.namesrv_addrs:
@@ -151,6 +157,7 @@ class Broker:
         await self.scheduler.close()
         await self.flush.close()
         self.schedule.persist()
+        self.timer.persist()
         self.offsets.persist(force=True)
         self.topics.persist()
         self.store.close()
@@ -184,10 +191,19 @@ class Broker:
         Raises DelayError for a bad DELAY, and the store's errors."""
         level = self.schedule.level_of(properties)
         tx_type = message.sysflag & SysFlag.TRANSACTION_MASK
-        if level and tx_type in (SysFlag.TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE):
-            result = self.store.put(self.schedule.transform(message, properties, level))
-            self.schedule.stored(level, result.physical_offset, result.store_timestamp)
-            return result
+        if tx_type in (SysFlag.TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE):
+            if level:
+                # A delay level wins over the timer properties, which are dropped (HookUtils).
+                for name in TIMER_PROPERTIES:
+                    properties.pop(name, None)
+                result = self.store.put(self.schedule.transform(message, properties, level))
+                self.schedule.stored(level, result.physical_offset, result.store_timestamp)
+                return result
+            deliver_ms = self.timer.deliver_ms_of(properties, self.now_ms())
+            if deliver_ms is not None and deliver_ms > self.now_ms():
+                result = self.store.put(self.timer.transform(message, properties, deliver_ms))
+                self.timer.stored(result.physical_offset, deliver_ms)
+                return result
         result = self.store.put(message)
         self.message_arrived(message.topic, message.queue_id)
         return result
@@ -200,7 +216,7 @@ class Broker:
     def put_from_client(self, message: PutMessage) -> PutResult | None:
         try:
             return self.put_internal(message)
-        except (StoreError, DelayError) as error:
+        except (StoreError, DelayError, TimerError) as error:
             log.error("could not store a message for %s: %s", message.topic, error)
             return None
 
@@ -256,6 +272,7 @@ class Broker:
             try:
                 self.offsets.persist()
                 self.schedule.persist()
+                self.timer.persist()
                 self.clients.expire(loop.time() - self.config.client_channel_expiry_s)
             except Exception:
                 log.exception("housekeeping failed")

@@ -44,6 +44,7 @@ class BrokerConfig(msgspec.Struct, kw_only=True):
     client_channel_expiry_s: float = 120.0  # a client silent this long is dropped
     lock_expiry_ms: int = 60_000  # rocketmq.broker.rebalance.lockMaxLiveTime
     region_id: str = "DefaultRegion"
+    timer_max_delay_ms: int = 3 * 24 * 3600 * 1000  # timerMaxDelaySec: 3 days
 
     @property
     def address(self) -> str:

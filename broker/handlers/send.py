@@ -16,6 +16,7 @@ from broker.protocol.headers import (
 from broker.protocol.message_codec import decode_batch
 from broker.remoting.server import Connection
 from broker.services.schedule import DelayError
+from broker.services.timer import TimerError
 from broker.services.topics import NOT_ALLOWED_SEND_TOPICS, PERM_WRITE, validate_topic_name
 from store.errors import LimitExceededError, StoreError, StoreFullError
 from store.message_store import PutMessage, PutResult
@@ -100,7 +101,7 @@ def handle_send(
     )
     try:
         result = broker.put_message(message, properties)
-    except DelayError as error:
+    except (DelayError, TimerError) as error:
         return _refuse(request, ResponseCode.MESSAGE_ILLEGAL, str(error))
     except LimitExceededError as error:
         return _refuse(request, ResponseCode.MESSAGE_ILLEGAL, str(error))

@@ -1,0 +1,156 @@
+"""Exact delivery times (RocketMQ 5.x timer messages).
+
+A message with ``TIMER_DELAY_SEC``, ``TIMER_DELAY_MS`` or ``TIMER_DELIVER_MS`` (that precedence,
+as RocketMQ's HookUtils) is due at that time. A time not in the future delivers at once, as a
+normal message; one more than ``timer_max_delay_ms`` ahead (3 days, RocketMQ's
+``timerMaxDelaySec``) is refused. Otherwise the message waits in ``rmq_sys_wheel_timer``
+(queue 0) with ``TIMER_OUT_MS``, ``REAL_TOPIC`` and ``REAL_QID``, unavailable (state 10), and is
+written again to its real topic when due, with ``TIMER_ENQUEUE_MS`` and ``TIMER_DEQUEUE_MS``.
+
+Unlike RocketMQ (1 s precision, times rounded down to the second) a timer fires at its
+millisecond: the scheduler sleeps until exactly the earliest due time.
+
+After a restart the waiting records still unavailable are found again from a low-water offset
+kept in ``config/timerCheck.json`` and rescheduled; nothing is lost. A crash between writing the
+delivered copy and the state record that retires the waiting one can deliver that message a
+second time (same unique key) after the restart: at-least-once, like RocketMQ's timer.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from broker.services.persist import load_json, save_json
+from store.errors import CorruptRecordError, OffsetOutOfRangeError
+from store.message_store import PutMessage
+from store.record import SysFlag, encode_properties
+from store.state import MessageState
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+
+__all__ = ["TIMER_TOPIC", "TimerError", "TimerService"]
+
+log = logging.getLogger("pocketmq.broker")
+
+TIMER_TOPIC = "rmq_sys_wheel_timer"
+TIMER_PROPERTIES = ("TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
+
+
+class TimerError(ValueError):
+    """A timer property that is not a number, or a delivery time beyond the maximum."""
+
+
+class _TimerCheck(msgspec.Struct, rename="camel"):
+    low_water_offset: int = 0
+
+
+class TimerService:
+    def __init__(self, broker: Broker, path: Path | None, *, max_delay_ms: int) -> None:
+        self.broker = broker
+        self.path = path
+        self.max_delay_ms = max_delay_ms
+        self.low_water = load_json(path, _TimerCheck, _TimerCheck()).low_water_offset
+        self.delivered = 0
+
+    def deliver_ms_of(self, properties: dict[str, str], now_ms: int) -> int | None:
+        """The delivery time a message asks for, None when it has no timer property."""
+        for name, scale, relative in (("TIMER_DELAY_SEC", 1000, True), ("TIMER_DELAY_MS", 1, True), ("TIMER_DELIVER_MS", 1, False)):
+            text = properties.get(name)
+            if text is None or text == "":
+                continue
+            try:
+                value = int(text)
+            except ValueError:
+                raise TimerError(f"{name} {text!r} is not a number") from None
+            deliver_ms = now_ms + value * scale if relative else value
+            if deliver_ms - now_ms > self.max_delay_ms:
+                raise TimerError(
+                    f"timer message illegal, the delay time should not be bigger than the max delay "
+                    f"{self.max_delay_ms}ms ({name}={text})"
+                )
+            return deliver_ms
+        return None
+
+    def transform(self, message: PutMessage, properties: dict[str, str], deliver_ms: int) -> PutMessage:
+        waiting = dict(properties)
+        waiting["TIMER_OUT_MS"] = str(deliver_ms)
+        waiting["REAL_TOPIC"] = message.topic
+        waiting["REAL_QID"] = str(message.queue_id)
+        waiting["TIMER_ENQUEUE_MS"] = str(self.broker.now_ms())
+        return msgspec.structs.replace(
+            message, topic=TIMER_TOPIC, queue_id=0, properties=waiting, properties_text=encode_properties(waiting)
+        )
+
+    def stored(self, physical_offset: int, deliver_ms: int) -> None:
+        self.broker.store.set_state(physical_offset, MessageState.UNAVAILABLE, f"timer due at {deliver_ms}")
+        self.broker.scheduler.at(deliver_ms, lambda: self._deliver(physical_offset))
+
+    def start(self) -> int:
+        """Reschedule every waiting timer after a restart; returns how many."""
+        store = self.broker.store
+        queue = store.consume_queues.get(TIMER_TOPIC, 0)
+        if queue is None:
+            return 0
+        found = 0
+        for _, (physical, _size, _code) in queue.entries(max(self.low_water, queue.min_offset)):
+            if store.state_of(physical) is not MessageState.UNAVAILABLE:
+                continue
+            try:
+                record = store.read(physical)
+                deliver_ms = int(record.properties.get("TIMER_OUT_MS", "0"))
+            except (CorruptRecordError, OffsetOutOfRangeError, ValueError) as error:
+                log.error("timer at %d unreadable, not rescheduled: %s", physical, error)
+                continue
+            self.broker.scheduler.at(deliver_ms, lambda physical=physical: self._deliver(physical))
+            found += 1
+        return found
+
+    def _deliver(self, physical_offset: int) -> None:
+        store = self.broker.store
+        if store.state_of(physical_offset) is not MessageState.UNAVAILABLE:
+            return  # already delivered (e.g. rescheduled twice)
+        record = store.read(physical_offset)
+        properties = dict(record.properties)
+        real_topic = properties.pop("REAL_TOPIC", None)
+        real_queue = int(properties.pop("REAL_QID", "0") or 0)
+        for name in TIMER_PROPERTIES:
+            properties.pop(name, None)
+        properties["TIMER_DEQUEUE_MS"] = str(self.broker.now_ms())
+        properties["WAIT"] = "false"
+        if real_topic:
+            self.broker.put_internal(
+                PutMessage(
+                    topic=real_topic,
+                    body=record.body,
+                    queue_id=real_queue,
+                    flag=record.flag,
+                    properties=properties,
+                    properties_text=encode_properties(properties),
+                    sysflag=record.sysflag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6),
+                    born_timestamp=record.born_timestamp,
+                    born_host=record.born_host,
+                    reconsume_times=record.reconsume_times,
+                )
+            )
+        store.set_state(physical_offset, MessageState.MARKED_FOR_DELETION, "timer delivered")
+        self.delivered += 1
+
+    def persist(self) -> None:
+        """Move the low-water mark past delivered timers and save it."""
+        store = self.broker.store
+        queue = store.consume_queues.get(TIMER_TOPIC, 0)
+        if queue is None:
+            return
+        offset = max(self.low_water, queue.min_offset)
+        for logical, (physical, _size, _code) in queue.entries(offset):
+            if store.state_of(physical) is MessageState.UNAVAILABLE:
+                break
+            offset = logical + 1
+        if offset != self.low_water:
+            self.low_water = offset
+            save_json(self.path, _TimerCheck(low_water_offset=offset))
