@@ -31,7 +31,7 @@ from broker.protocol.headers import (
 from broker.remoting.client import OutboundConnection
 from broker.remoting.server import Connection, Handler, RemotingServer, ServerLimits
 from broker.services.clients import ClientRegistry
-from broker.services.clock import Clock, Scheduler, SystemClock
+from broker.services.clock import Clock, ManualClock, Scheduler, SystemClock
 from broker.services.flush import FlushService
 from broker.services.groups import GroupManager
 from broker.services.locks import LockManager
@@ -105,6 +105,12 @@ class Broker:
             )
             config_dir = Path(config.data_dir) / "config"
         log.info("%s: %s", config.broker_name, self.store.recovery_report.summary())
+        if (
+            isinstance(self.clock, ManualClock)
+            and self.store.last_store_timestamp > self.clock.now_ms()
+        ):
+            # A manual clock never goes back behind what the store already holds.
+            self.clock.set(self.store.last_store_timestamp)
         self.topics = TopicManager(
             config_dir / "topics.json" if config_dir else None,
             default_queue_nums=config.default_topic_queue_nums,
@@ -129,7 +135,9 @@ class Broker:
         )
         self.schedule.start()
         self.timer = TimerService(
-            self, config_dir / "timerCheck.json" if config_dir else None, max_delay_ms=config.timer_max_delay_ms
+            self,
+            config_dir / "timerCheck.json" if config_dir else None,
+            max_delay_ms=config.timer_max_delay_ms,
         )
         self.timer.start()
         self.scheduler.start()

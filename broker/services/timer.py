@@ -59,7 +59,11 @@ class TimerService:
 
     def deliver_ms_of(self, properties: dict[str, str], now_ms: int) -> int | None:
         """The delivery time a message asks for, None when it has no timer property."""
-        for name, scale, relative in (("TIMER_DELAY_SEC", 1000, True), ("TIMER_DELAY_MS", 1, True), ("TIMER_DELIVER_MS", 1, False)):
+        for name, scale, relative in (
+            ("TIMER_DELAY_SEC", 1000, True),
+            ("TIMER_DELAY_MS", 1, True),
+            ("TIMER_DELIVER_MS", 1, False),
+        ):
             text = properties.get(name)
             if text is None or text == "":
                 continue
@@ -76,18 +80,26 @@ class TimerService:
             return deliver_ms
         return None
 
-    def transform(self, message: PutMessage, properties: dict[str, str], deliver_ms: int) -> PutMessage:
+    def transform(
+        self, message: PutMessage, properties: dict[str, str], deliver_ms: int
+    ) -> PutMessage:
         waiting = dict(properties)
         waiting["TIMER_OUT_MS"] = str(deliver_ms)
         waiting["REAL_TOPIC"] = message.topic
         waiting["REAL_QID"] = str(message.queue_id)
         waiting["TIMER_ENQUEUE_MS"] = str(self.broker.now_ms())
         return msgspec.structs.replace(
-            message, topic=TIMER_TOPIC, queue_id=0, properties=waiting, properties_text=encode_properties(waiting)
+            message,
+            topic=TIMER_TOPIC,
+            queue_id=0,
+            properties=waiting,
+            properties_text=encode_properties(waiting),
         )
 
     def stored(self, physical_offset: int, deliver_ms: int) -> None:
-        self.broker.store.set_state(physical_offset, MessageState.UNAVAILABLE, f"timer due at {deliver_ms}")
+        self.broker.store.set_state(
+            physical_offset, MessageState.UNAVAILABLE, f"timer due at {deliver_ms}"
+        )
         self.broker.scheduler.at(deliver_ms, lambda: self._deliver(physical_offset))
 
     def start(self) -> int:

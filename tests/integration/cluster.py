@@ -163,7 +163,9 @@ class Cluster:
         self.processes.append(process.start())
         return process
 
-    def start_standalone(self, *, flush: str = "async") -> Process:
+    def start_standalone(
+        self, *, flush: str = "async", extra_args: list[str] | None = None
+    ) -> Process:
         port, namesrv_port = free_port(), free_port()
         args = [
             "standalone",
@@ -175,13 +177,14 @@ class Cluster:
             str(self.root / "standalone"),
             "--flush",
             flush,
+            *(extra_args or []),
         ]
         process = Process(
             "standalone",
             args,
             port,
             self.root / "standalone.log",
-            extra={"namesrv_port": namesrv_port},
+            extra={"namesrv_port": namesrv_port, "data": self.root / "standalone"},
         )
         self.processes.append(process.start())
         return process

@@ -105,3 +105,26 @@ class RawClient:
         return self.call(
             RemotingCommand(code=RequestCode.PULL_MESSAGE, ext_fields=header.to_ext_fields())
         )
+
+    def clock(self, action: str = "get", **values: str) -> dict[str, str]:
+        response = self.call(
+            RemotingCommand(
+                code=RequestCode.POCKETMQ_CLOCK, ext_fields={"action": action, **values}
+            )
+        )
+        if response.code != 0:
+            raise AssertionError(f"clock {action} refused: {response.code} {response.remark}")
+        return dict(response.ext_fields or {})
+
+    def send_back(
+        self,
+        commitlog_offset: int,
+        group: str,
+        *,
+        delay_level: int = 0,
+        max_reconsume_times: int | None = None,
+    ) -> RemotingCommand:
+        ext = {"offset": str(commitlog_offset), "group": group, "delayLevel": str(delay_level)}
+        if max_reconsume_times is not None:
+            ext["maxReconsumeTimes"] = str(max_reconsume_times)
+        return self.call(RemotingCommand(code=RequestCode.CONSUMER_SEND_MSG_BACK, ext_fields=ext))

@@ -39,11 +39,26 @@ def send_until_killed(broker: Process, rng: random.Random, seed: int) -> list[by
                 sent += 1
                 body = f"seed{seed}-{sent}".encode()
                 header = SendMessageRequestHeaderV2(
-                    producer_group="durable", topic=TOPIC, default_topic="TBW102", default_topic_queue_nums=QUEUES,
-                    queue_id=sent % QUEUES, sys_flag=0, born_timestamp=int(time.time() * 1000), flag=0,
+                    producer_group="durable",
+                    topic=TOPIC,
+                    default_topic="TBW102",
+                    default_topic_queue_nums=QUEUES,
+                    queue_id=sent % QUEUES,
+                    sys_flag=0,
+                    born_timestamp=int(time.time() * 1000),
+                    flag=0,
                     properties=f"UNIQ_KEY\x01{seed:04d}{sent:028d}\x02WAIT\x01true\x02",
                 )
-                frames.append(encode_frame(RemotingCommand(code=RequestCode.SEND_MESSAGE_V2, opaque=sent, ext_fields=header.to_ext_fields(), body=body)))
+                frames.append(
+                    encode_frame(
+                        RemotingCommand(
+                            code=RequestCode.SEND_MESSAGE_V2,
+                            opaque=sent,
+                            ext_fields=header.to_ext_fields(),
+                            body=body,
+                        )
+                    )
+                )
                 bodies[sent] = body
             client.send_bytes(b"".join(frames))
             for opaque in range(sent - burst + 1, sent + 1):
@@ -83,8 +98,12 @@ def test_kill_9_under_sync_flush_loses_no_acknowledged_message(tmp_path: Path) -
             assert not broker.running, f"SEED={seed}: the broker was not killed"
             acknowledged.extend(acked)
             broker.start()
-            recoveries = [line for line in broker.log_tail(400).splitlines() if ": recovery " in line]
+            recoveries = [
+                line for line in broker.log_tail(400).splitlines() if ": recovery " in line
+            ]
             assert "abnormal" in recoveries[-1], f"SEED={seed}: recovery did not notice the crash"
             missing = set(acknowledged) - stored_bodies(broker)
-            assert not missing, f"SEED={seed}: {len(missing)} acknowledged messages lost, e.g. {sorted(missing)[:3]}"
+            assert not missing, (
+                f"SEED={seed}: {len(missing)} acknowledged messages lost, e.g. {sorted(missing)[:3]}"
+            )
         assert len(acknowledged) > 100  # the rounds really sent something

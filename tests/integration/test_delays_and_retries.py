@@ -1,0 +1,191 @@
+"""Delay levels, timers, retries and the DLQ on a real broker process running a manual clock.
+
+Time moves only through POCKETMQ_CLOCK requests, so a two-hour delay level or sixteen retries
+take well under a second of real time.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from broker.protocol import ResponseCode
+from broker.protocol.message_codec import MessageExt, decode_messages
+from tests.integration.cluster import Cluster, Process
+from tests.integration.raw import RawClient
+
+DELAYS_MS = [
+    1000,
+    5000,
+    10000,
+    30000,
+    60000,
+    120000,
+    180000,
+    240000,
+    300000,
+    360000,
+    420000,
+    480000,
+    540000,
+    600000,
+    1200000,
+    1800000,
+    3600000,
+    7200000,
+]
+
+
+@pytest.fixture
+def cluster(tmp_path) -> Iterator[Cluster]:  # noqa: ANN001
+    with Cluster(tmp_path) as running:
+        yield running
+
+
+@pytest.fixture
+def broker(cluster: Cluster) -> Process:
+    return cluster.start_standalone(extra_args=["--clock", "manual"])
+
+
+def pull_all(
+    client: RawClient, topic: str, queue_id: int = 0, offset: int = 0, group: str = "g"
+) -> list[MessageExt]:
+    found: list[MessageExt] = []
+    while True:
+        response = client.pull(topic, queue_id, offset, group=group)
+        if response.code != ResponseCode.SUCCESS:
+            return found
+        found.extend(decode_messages(response.body))
+        offset = int(response.ext_fields["nextBeginOffset"])
+
+
+def test_every_delay_level_is_due_at_exactly_its_delay(broker: Process) -> None:
+    with RawClient(broker.address) as client:
+        start = int(client.clock()["now"])
+        for level in range(1, 19):
+            sent = client.send_message(
+                "Delayed",
+                f"level-{level}".encode(),
+                properties=f"DELAY\x01{level}\x02UNIQ_KEY\x01U{level:03d}\x02",
+            )
+            assert sent.code == ResponseCode.SUCCESS, sent.remark
+        assert pull_all(client, "Delayed") == []  # nothing is available before its time
+        for level, delay in enumerate(DELAYS_MS, start=1):
+            client.clock("set", time=str(start + delay - 1))
+            assert len(pull_all(client, "Delayed")) == level - 1, f"level {level} came early"
+            client.clock("set", time=str(start + delay))
+            delivered = pull_all(client, "Delayed")
+            assert len(delivered) == level, f"level {level} not delivered at its delay"
+            last = delivered[-1]
+            assert last.body == f"level-{level}".encode() and last.store_timestamp == start + delay
+            assert last.properties["UNIQ_KEY"] == f"U{level:03d}" and "DELAY" not in last.properties
+        assert int(client.clock()["pending"]) == 0
+
+
+def test_a_level_above_the_maximum_is_clamped_and_a_bad_level_is_refused(broker: Process) -> None:
+    with RawClient(broker.address) as client:
+        bad = client.send_message("Clamp", b"x", properties="DELAY\x01soon\x02")
+        assert bad.code == ResponseCode.MESSAGE_ILLEGAL and "DELAY" in bad.remark
+        assert (
+            client.send_message("Clamp", b"late", properties="DELAY\x0199\x02").code
+            == ResponseCode.SUCCESS
+        )
+        client.clock("advance", duration="2h")
+        assert pull_all(client, "Clamp")[0].body == b"late"
+
+
+def test_timers_fire_at_their_millisecond_and_survive_a_kill(broker: Process) -> None:
+    with RawClient(broker.address) as client:
+        now = int(client.clock()["now"])
+        assert (
+            client.send_message("Timed", b"in-1234ms", properties="TIMER_DELAY_MS\x011234\x02").code
+            == 0
+        )
+        assert (
+            client.send_message(
+                "Timed", b"at", properties=f"TIMER_DELIVER_MS\x01{now + 90_000}\x02"
+            ).code
+            == 0
+        )
+        assert (
+            client.send_message(
+                "Timed", b"past", properties=f"TIMER_DELIVER_MS\x01{now - 5}\x02"
+            ).code
+            == 0
+        )
+        too_far = client.send_message("Timed", b"x", properties="TIMER_DELAY_SEC\x01300000\x02")
+        assert too_far.code == ResponseCode.MESSAGE_ILLEGAL and "max delay" in too_far.remark
+        assert [m.body for m in pull_all(client, "Timed")] == [b"past"]
+        client.clock("advance", duration="1233ms")
+        assert len(pull_all(client, "Timed")) == 1
+        client.clock("advance", duration="1ms")
+        delivered = pull_all(client, "Timed")
+        assert [m.body for m in delivered] == [b"past", b"in-1234ms"]
+        assert delivered[1].store_timestamp == now + 1234
+    broker.kill()  # the 90 s timer is still waiting
+    broker.start()
+    with RawClient(broker.address) as client:
+        client.clock("set", time=str(now + 90_000))
+        bodies = [m.body for m in pull_all(client, "Timed")]
+        assert bodies == [b"past", b"in-1234ms", b"at"], "a pending timer was lost or repeated"
+
+
+def test_sixteen_failures_give_seventeen_deliveries_then_the_dlq(broker: Process) -> None:
+    group = "orders-service"
+    with RawClient(broker.address) as client:
+        assert (
+            client.send_message(
+                "Orders", b"order-1", properties="UNIQ_KEY\x01ORIGINAL0001\x02KEYS\x01order-1\x02"
+            ).code
+            == 0
+        )
+        deliveries: list[MessageExt] = pull_all(client, "Orders", group=group)
+        assert len(deliveries) == 1
+        retry_offset = 0
+        for attempt in range(16):
+            message = deliveries[-1]
+            assert client.send_back(message.commitlog_offset, group).code == ResponseCode.SUCCESS
+            # Level 3 + reconsume times: 10s, 30s, 1m ... 2h.
+            client.clock("advance", duration=f"{DELAYS_MS[2 + attempt]}ms")
+            retried = pull_all(client, f"%RETRY%{group}", offset=retry_offset, group=group)
+            assert len(retried) == 1, f"attempt {attempt + 1}: retry not delivered after its delay"
+            retry_offset += 1
+            assert retried[0].reconsume_times == attempt + 1
+            assert retried[0].properties["ORIGIN_MESSAGE_ID"] == "ORIGINAL0001"
+            deliveries.append(retried[0])
+        assert len(deliveries) == 17
+        assert client.send_back(deliveries[-1].commitlog_offset, group).code == ResponseCode.SUCCESS
+        client.clock("advance", duration="3h")
+        assert pull_all(client, f"%RETRY%{group}", offset=retry_offset, group=group) == []
+        dead = pull_all(client, f"%DLQ%{group}", group=group)
+        assert len(dead) == 1 and dead[0].body == b"order-1"
+        assert dead[0].properties["RETRY_TOPIC"] == "Orders"
+        assert dead[0].properties["ORIGIN_MESSAGE_ID"] == "ORIGINAL0001"
+        assert dead[0].properties["RECONSUME_TIME"] == "17"
+    inspected = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "broker.cli",
+            "store",
+            "inspect",
+            str(broker.extra["data"]),
+            "--topic",
+            "Orders",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    rows = [
+        json.loads(line)
+        for line in inspected.stdout.splitlines()
+        if not line.startswith('{"summary"')
+    ]
+    assert rows[0]["state"] == "poisoned", "the original message was not marked poisoned"
