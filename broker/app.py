@@ -19,7 +19,7 @@ from pathlib import Path
 import msgspec
 
 from broker.config import BrokerConfig
-from broker.handlers import admin, clients, pull, retry, send
+from broker.handlers import admin, clients, inspect, pull, retry, send
 from broker.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
@@ -255,6 +255,8 @@ class Broker:
             RequestCode.DELETE_TOPIC_IN_BROKER: admin.handle_delete_topic,
             RequestCode.CONSUMER_SEND_MSG_BACK: retry.handle_consumer_send_back,
             RequestCode.POCKETMQ_CLOCK: admin.handle_clock,
+            RequestCode.POCKETMQ_MESSAGE_INFO: inspect.handle_message_info,
+            RequestCode.POCKETMQ_DLQ: inspect.handle_dlq,
         }
         return {code: functools.partial(handler, self) for code, handler in table.items()}  # type: ignore[misc]
 

@@ -241,6 +241,97 @@ def _add_broker_options(parser: argparse.ArgumentParser, *, data_default: str) -
     )
 
 
+def _admin_call(address: str, code: int, ext: dict[str, str]) -> Any:
+    """One pocketmq admin request to a broker; returns the response command."""
+    import asyncio
+
+    from broker.protocol import RemotingCommand
+    from broker.remoting.client import OutboundConnection
+
+    async def call() -> Any:
+        connection = OutboundConnection(address, timeout_s=60.0)
+        try:
+            return await connection.request(RemotingCommand(code=code, ext_fields=ext))
+        finally:
+            await connection.close()
+
+    try:
+        return asyncio.run(call())
+    except (OSError, TimeoutError) as error:
+        raise SystemExit(f"pocketmq: cannot reach the broker at {address}: {error}") from None
+
+
+def _print_response(response: Any) -> int:
+    if response.code != 0:
+        print(f"pocketmq: the broker said {response.code}: {response.remark}", file=sys.stderr)
+        return 1
+    if response.body:
+        for item in json.loads(response.body):
+            print(json.dumps(item))
+    else:
+        print(json.dumps(response.ext_fields or {}))
+    return 0
+
+
+def _cmd_time(args: argparse.Namespace) -> int:
+    from broker.protocol import RequestCode
+
+    ext = {"action": args.action}
+    if args.action == "advance":
+        ext["duration"] = args.value
+    elif args.action == "set":
+        ext["time"] = args.value
+    if args.action != "get" and not args.value:
+        raise SystemExit(f"pocketmq time {args.action}: a value is needed (e.g. 2h, or epoch ms)")
+    return _print_response(_admin_call(args.broker, RequestCode.POCKETMQ_CLOCK, ext))
+
+
+def _cmd_msg_show(args: argparse.Namespace) -> int:
+    from broker.protocol import RequestCode
+    from ids import InvalidMessageIdError, decode_message_id
+
+    if args.topic is not None:
+        # A unique key (any scheme, or whatever the producer set) or a KEYS value, per topic.
+        ext = {"topic": args.topic, "key": args.id.strip()}
+        return _print_response(_admin_call(args.broker, RequestCode.POCKETMQ_MESSAGE_INFO, ext))
+    try:
+        decoded = decode_message_id(args.id)
+    except InvalidMessageIdError as error:
+        print(f"{args.id}: {error}", file=sys.stderr)
+        return 2
+    if decoded["scheme"] != "offset":
+        print(
+            "pocketmq msg show: a unique key needs --topic (the index is per topic)",
+            file=sys.stderr,
+        )
+        return 2
+    ext = {"offset": str(decoded["physical_offset"])}
+    return _print_response(
+        _admin_call(
+            decoded.get("broker_addr") or args.broker, RequestCode.POCKETMQ_MESSAGE_INFO, ext
+        )
+    )
+
+
+def _cmd_dlq(args: argparse.Namespace) -> int:
+    from broker.protocol import RequestCode
+
+    ext = {"action": args.action, "group": args.group}
+    if args.action == "resend":
+        if not args.ids and not args.all:
+            raise SystemExit("pocketmq dlq resend: name messages with --id, or give --all")
+        ext["ids"] = ",".join(args.ids or [])
+    return _print_response(_admin_call(args.broker, RequestCode.POCKETMQ_DLQ, ext))
+
+
+def _add_broker_address(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--broker",
+        default=os.environ.get("POCKETMQ_BROKER", "127.0.0.1:10911"),
+        help="broker address (default $POCKETMQ_BROKER or 127.0.0.1:10911)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pocketmq", description="pocketmq: a RocketMQ-compatible message broker and emulator"
@@ -275,6 +366,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     decode.add_argument("ids", nargs="+", metavar="ID")
     decode.set_defaults(handler=_cmd_id_decode)
+
+    time_parser = commands.add_parser("time", help="read or move a broker's manual clock")
+    time_parser.add_argument("action", choices=("get", "advance", "set"))
+    time_parser.add_argument(
+        "value", nargs="?", help="advance: a duration (2h, 90s, 1h30m, 250ms); set: epoch ms"
+    )
+    _add_broker_address(time_parser)
+    time_parser.set_defaults(handler=_cmd_time)
+
+    msg_parser = commands.add_parser("msg", help="messages on a broker")
+    msg_commands = msg_parser.add_subparsers(dest="msg_command", required=True, metavar="ACTION")
+    show = msg_commands.add_parser(
+        "show", help="a message with its state, reconsume times and place"
+    )
+    show.add_argument("id", help="offset message ID, or a unique key (with --topic)")
+    show.add_argument("--topic", help="the topic to look a unique key or key up in")
+    _add_broker_address(show)
+    show.set_defaults(handler=_cmd_msg_show)
+
+    dlq_parser = commands.add_parser("dlq", help="a consumer group's dead-letter queue")
+    dlq_parser.add_argument("action", choices=("list", "resend"))
+    dlq_parser.add_argument("--group", required=True)
+    dlq_parser.add_argument(
+        "--id", dest="ids", action="append", help="a message to resend (repeatable)"
+    )
+    dlq_parser.add_argument("--all", action="store_true", help="resend every message of the DLQ")
+    _add_broker_address(dlq_parser)
+    dlq_parser.set_defaults(handler=_cmd_dlq)
 
     store_parser = commands.add_parser(
         "store", help="read a store directory (pocketmq or Apache RocketMQ)"

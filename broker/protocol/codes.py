@@ -189,6 +189,8 @@ class RequestCode(IntEnum):
 
     # --- pocketmq's own admin requests (no RocketMQ request uses 9000-9099)
     POCKETMQ_CLOCK = 9001  # read, set or advance the broker's manual clock
+    POCKETMQ_MESSAGE_INFO = 9002  # a message with its state and place (JSON body)
+    POCKETMQ_DLQ = 9003  # list a group's dead-letter queue or resend from it (JSON body)
 
 
 class ResponseCode(IntEnum):

@@ -189,3 +189,67 @@ def test_sixteen_failures_give_seventeen_deliveries_then_the_dlq(broker: Process
         if not line.startswith('{"summary"')
     ]
     assert rows[0]["state"] == "poisoned", "the original message was not marked poisoned"
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "broker.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_dlq_list_resend_and_msg_show_from_the_command_line(broker: Process) -> None:
+    group = "billing"
+    with RawClient(broker.address) as client:
+        assert (
+            client.send_message(
+                "Invoices", b"invoice-7", properties="UNIQ_KEY\x01INVOICE7\x02"
+            ).code
+            == 0
+        )
+        first = pull_all(client, "Invoices", group=group)[0]
+        # A negative delay level sends the message straight to the DLQ (what consumer.poison does).
+        assert (
+            client.send_back(first.commitlog_offset, group, delay_level=-1).code
+            == ResponseCode.SUCCESS
+        )
+    listed = cli("dlq", "list", "--group", group, "--broker", broker.address)
+    assert listed.returncode == 0, listed.stderr
+    [entry] = [json.loads(line) for line in listed.stdout.splitlines()]
+    assert entry["body"] == "invoice-7" and entry["properties"]["RETRY_TOPIC"] == "Invoices"
+    shown = cli("msg", "show", first.offset_msg_id, "--broker", broker.address)
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["state"] == "poisoned"
+    by_key = cli("msg", "show", "INVOICE7", "--topic", "Invoices", "--broker", broker.address)
+    assert json.loads(by_key.stdout.splitlines()[0])["commitlog_offset"] == first.commitlog_offset
+    resent = cli("dlq", "resend", "--group", group, "--all", "--broker", broker.address)
+    [outcome] = [json.loads(line) for line in resent.stdout.splitlines()]
+    assert outcome["outcome"] == "resent" and outcome["topic"] == "Invoices"
+    again = cli(
+        "dlq",
+        "resend",
+        "--group",
+        group,
+        "--id",
+        "INVOICE7",
+        "--id",
+        "NOSUCHID",
+        "--broker",
+        broker.address,
+    )
+    outcomes = {o["msg_id"]: o["outcome"] for o in map(json.loads, again.stdout.splitlines())}
+    assert outcomes == {
+        "INVOICE7": "already resent",
+        "NOSUCHID": "not found in the dead-letter queue",
+    }
+    with RawClient(broker.address) as client:
+        bodies = [
+            m.body
+            for q in range(8)
+            for m in pull_all(client, "Invoices", queue_id=q, group="reader")
+        ]
+        # Only the resent copy: the original stays stored but poisoned, and is never served.
+        assert bodies.count(b"invoice-7") == 1
