@@ -37,6 +37,7 @@ from broker.services.groups import GroupManager
 from broker.services.locks import LockManager
 from broker.services.long_polling import PullHoldService
 from broker.services.offsets import OffsetManager
+from broker.services.retention import RetentionPolicy, RetentionService
 from broker.services.schedule import DelayError, ScheduleService
 from broker.services.timer import TIMER_PROPERTIES, TimerError, TimerService
 from broker.services.topics import TopicManager
@@ -75,6 +76,7 @@ class Broker:
         self.flush: FlushService
         self.schedule: ScheduleService
         self.timer: TimerService
+        self.retention: RetentionService
         self._tasks: list[asyncio.Task[None]] = []
         self._register_now = asyncio.Event()
         self._store_host_address = b""
@@ -140,8 +142,23 @@ class Broker:
             max_delay_ms=config.timer_max_delay_ms,
         )
         self.timer.start()
+        self.retention = RetentionService(
+            self.store,
+            RetentionPolicy(
+                file_reserved_time_ms=int(config.file_reserved_time_h * 3_600_000),
+                delete_when=config.delete_when,
+                disk_max_used_space_ratio=config.disk_max_used_space_ratio,
+                disk_space_clean_forcibly_ratio=config.disk_space_clean_forcibly_ratio,
+                disk_space_warning_level_ratio=config.disk_space_warning_level_ratio,
+                delete_file_batch_max=config.delete_file_batch_max,
+            ),
+            self.clock_ms,
+            RetentionService.disk_usage_of(config.data_dir) if config.data_dir else (lambda: None),
+        )
+        self.scheduler.after_advance = self.retention.run
         self.scheduler.start()
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="broker-housekeeping"))
+        self._tasks.append(asyncio.create_task(self._clean_loop(), name="broker-retention"))
         if config.namesrv_addrs:
             self._tasks.append(asyncio.create_task(self._register_loop(), name="broker-register"))
         self._started = True
@@ -286,6 +303,14 @@ class Broker:
                 self.clients.expire(loop.time() - self.config.client_channel_expiry_s)
             except Exception:
                 log.exception("housekeeping failed")
+
+    async def _clean_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.clean_resource_interval_s)
+            try:
+                self.retention.run()
+            except Exception:
+                log.exception("retention pass failed")
 
     async def _register_loop(self) -> None:
         connections = {addr: OutboundConnection(addr) for addr in self.config.namesrv_addrs}

@@ -85,7 +85,7 @@ def _cmd_store_inspect(args: argparse.Namespace) -> int:
         if args.limit is not None and shown >= args.limit:
             break
         shown += 1
-        change = states.get(item.physical_offset)
+        change = states.change_of(item.physical_offset)
         state = change.state if change else MessageState.AVAILABLE
         row = {
             "physical_offset": item.physical_offset,

@@ -45,6 +45,13 @@ class BrokerConfig(msgspec.Struct, kw_only=True):
     lock_expiry_ms: int = 60_000  # rocketmq.broker.rebalance.lockMaxLiveTime
     region_id: str = "DefaultRegion"
     timer_max_delay_ms: int = 3 * 24 * 3600 * 1000  # timerMaxDelaySec: 3 days
+    file_reserved_time_h: float = 72.0  # fileReservedTime
+    delete_when: str = "04"  # deleteWhen: hours of the day (local time) whole segments go
+    disk_max_used_space_ratio: int = 75  # diskMaxUsedSpaceRatio
+    disk_space_clean_forcibly_ratio: int = 85  # diskSpaceCleanForciblyRatio
+    disk_space_warning_level_ratio: int = 90  # diskSpaceWarningLevelRatio: writes refused
+    delete_file_batch_max: int = 10  # deleteFileBatchMax
+    clean_resource_interval_s: float = 10.0  # cleanResourceInterval
 
     @property
     def address(self) -> str:

@@ -27,7 +27,7 @@ from store.checkpoint import Checkpoint
 from store.commitlog import CommitLog
 from store.config import StoreConfig
 from store.consume_queue import ConsumeQueueStore
-from store.errors import CorruptRecordError, OffsetOutOfRangeError, StoreLockedError
+from store.errors import CorruptRecordError, OffsetOutOfRangeError, StoreFullError, StoreLockedError
 from store.files import Backend, DiskBackend, MemoryBackend
 from store.index import IndexFormatError, IndexService
 from store.javahash import tags_code as compute_tags_code
@@ -149,6 +149,8 @@ class MessageStore:
         self._lock_fd: int | None = None
         self._valid_topics: set[str] = set()
         self._tags_codes: dict[str, int] = {}
+        self._first_times: dict[int, int] = {}  # segment start -> store time of its first record
+        self.disk_full = False  # set by the broker's retention when usage passes the warning ratio
         self._closed = True
 
     # -- life cycle --------------------------------------------------------------------------
@@ -317,6 +319,9 @@ class MessageStore:
         report.consume_queue_entries_dropped = self.consume_queues.truncate_from_physical(
             report.end_offset
         )
+        for queue in self.consume_queues.queues.values():
+            # RocketMQ's correctMinOffset: entries below the commitlog's first segment are gone.
+            queue.delete_before_physical(self.commitlog.min_offset)
         self.index.truncate_after(report.end_offset, store_timestamp_of=self.store_time_of)
         for offset in pending:
             if offset < report.end_offset:
@@ -422,6 +427,8 @@ class MessageStore:
     def _prepare(self, message: PutMessage) -> tuple[bytes, dict[str, str], bytes]:
         """Check the limits; returns (topic bytes, properties, properties bytes)."""
         topic = message.topic
+        if self.disk_full and topic != STATE_TOPIC:
+            raise StoreFullError(28, "disk usage is above the warning ratio; writes are refused")
         if message.properties_text is not None:
             properties_bytes = message.properties_text.encode("utf-8")
             # A caller that already parsed the text passes both; they must agree.
@@ -543,6 +550,122 @@ class MessageStore:
                 properties={"TAGS": state.label},
             )
         )
+
+    def set_state_span(
+        self, start: int, end: int, state: MessageState, reason: str = ""
+    ) -> PutResult:
+        """One state change for every message in [start, end) (retention marks whole segments)."""
+        return self.put(
+            PutMessage(
+                topic=STATE_TOPIC,
+                body=encode_state_body(start, state, reason, span_end=end),
+                properties={"TAGS": state.label},
+            )
+        )
+
+    # -- retention -------------------------------------------------------------------------
+
+    def segment_ages(self) -> list[tuple[int, int, int | None]]:
+        """(start, end, newest store time) of every segment but the newest, oldest first. The
+        newest store time of a segment is bounded by the first record of the next one."""
+        starts = self.commitlog.segment_starts()
+        result: list[tuple[int, int, int | None]] = []
+        for current, following in zip(starts, starts[1:], strict=False):
+            end = current + self.commitlog.segment_for(current)[1].size
+            result.append((current, end, self._first_store_time(following)))
+        return result
+
+    def _first_store_time(self, segment_start: int) -> int | None:
+        cached = self._first_times.get(segment_start)
+        if cached is None:
+            cached = self.store_time_of(segment_start)
+            if cached is not None:
+                self._first_times[segment_start] = cached
+        return cached
+
+    def mark_expired(self, now_ms: int, reserve_ms: int) -> list[int]:
+        """Mark every message of each segment older than ``reserve_ms`` as marked for deletion
+        (one span record per segment); returns the starts of the segments marked now."""
+        marked = []
+        for start, end, newest in self.segment_ages():
+            if newest is None or newest + reserve_ms > now_ms:
+                break
+            change = self.states.change_of(start)
+            if (
+                change is not None
+                and change.span_end >= end
+                and change.state is MessageState.MARKED_FOR_DELETION
+            ):
+                continue
+            self.set_state_span(
+                start, end, MessageState.MARKED_FOR_DELETION, "expired: older than fileReservedTime"
+            )
+            marked.append(start)
+        return marked
+
+    def delete_segments(
+        self, count_max: int, *, now_ms: int, reserve_ms: int, force: bool = False
+    ) -> list[int]:
+        """Delete up to ``count_max`` of the oldest segments that are expired (any but the newest
+        when ``force``), with their consume-queue, index and state entries; returns their starts."""
+        doomed: list[int] = []
+        for start, end, newest in self.segment_ages()[:count_max]:
+            expired = newest is not None and newest + reserve_ms <= now_ms
+            if not (expired or force):
+                break
+            if not expired and self.states.state_of(start) is not MessageState.MARKED_FOR_DELETION:
+                self.set_state_span(
+                    start, end, MessageState.MARKED_FOR_DELETION, "deleted: disk space"
+                )
+            doomed.append(end)
+        if not doomed:
+            return []
+        new_min = doomed[-1]
+        self._carry_states_forward(new_min)
+        self.flush_all()
+        deleted = self.commitlog.delete_segments_before(new_min)
+        low = self.commitlog.min_offset
+        for queue in self.consume_queues.queues.values():
+            queue.delete_before_physical(low)
+        self.index.delete_files_before(low)
+        self.states.drop_before(low)
+        self.damaged = [d for d in self.damaged if d.end_offset > low]
+        for start in deleted:
+            self._first_times.pop(start, None)
+        return deleted
+
+    def _carry_states_forward(self, new_min: int) -> None:
+        """State records about messages that stay, but stored in segments about to go, are
+        appended again, so that recovery still finds them."""
+        queue = self.consume_queues.get(STATE_TOPIC, 0)
+        if queue is None:
+            return
+        carried: list[StateChange] = []
+        for _, (physical, _size, _code) in queue.entries(queue.min_offset):
+            if physical >= new_min:
+                break
+            try:
+                record = self.commitlog.read(physical)
+                change = decode_state_body(record.body, record.store_timestamp)
+            except (CorruptRecordError, OffsetOutOfRangeError, ValueError):
+                continue
+            reaches = change.span_end or change.target_offset + 1
+            if (
+                reaches > new_min
+                and self.states.change_of(max(change.target_offset, new_min)) == change
+            ):
+                carried.append(change)
+        for change in carried:
+            start = max(change.target_offset, new_min) if change.span_end else change.target_offset
+            self.put(
+                PutMessage(
+                    topic=STATE_TOPIC,
+                    body=encode_state_body(
+                        start, change.state, change.reason, span_end=change.span_end
+                    ),
+                    properties={"TAGS": change.state.label},
+                )
+            )
 
     def state_of(self, physical_offset: int) -> MessageState:
         return self.states.state_of(physical_offset)

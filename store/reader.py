@@ -22,7 +22,7 @@ from store.consume_queue import ENTRY, ENTRY_SIZE
 from store.errors import CorruptRecordError
 from store.files import DiskBackend
 from store.record import MessageRecord, check_record, decode_record
-from store.state import STATE_TOPIC, StateChange, decode_state_body
+from store.state import STATE_TOPIC, StateTable, decode_state_body
 from store.store_format import StoreFormat
 
 __all__ = ["ReadRecord", "ScanSummary", "SegmentFile", "StoreReader"]
@@ -144,10 +144,10 @@ class StoreReader:
         else:
             summary.damaged.append(f"{where}: {reason}, rest of the segment unreadable")
 
-    def states(self) -> dict[int, StateChange]:
-        """Current state changes by target physical offset, folded from the state topic's records
-        (found through its consume queue, so only those records are read)."""
-        result: dict[int, StateChange] = {}
+    def states(self) -> StateTable:
+        """Current states, folded from the state topic's records (found through its consume
+        queue, so only those records are read); ``change_of(offset)`` gives a message's."""
+        result = StateTable()
         queue_dir = self.root / paths.consume_queue_dir(STATE_TOPIC, 0)
         if not queue_dir.is_dir():
             return result
@@ -179,7 +179,7 @@ class StoreReader:
             except (CorruptRecordError, ValueError):
                 continue
             if record.topic == STATE_TOPIC:
-                result[change.target_offset] = change
+                result.apply(change)
         return result
 
     def _segment_of(self, physical: int) -> SegmentFile | None:

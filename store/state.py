@@ -4,9 +4,12 @@ A state change is never a rewrite: it is a record appended to the system topic
 ``rmq_sys_MESSAGE_STATE`` (queue 0), whose body is
 
     offset  size  field
-         0     8  target physical offset   the message whose state changes
+         0     8  target physical offset   the message whose state changes (first of a span)
          8     1  state code               1, 10, 20 or 30
-         9     n  reason                   UTF-8 text, may be empty
+         9     8  span end                 0: one message; else every message with
+                                           target <= physical offset < span end (retention
+                                           marks a whole segment with one record)
+        17     n  reason                   UTF-8 text, may be empty
 
 The table of current states lives in memory (only messages that are not available are kept)
 and is rebuilt on recovery by replaying that topic's consume queue.
@@ -14,6 +17,7 @@ and is rebuilt on recovery by replaying that topic's consume queue.
 
 from __future__ import annotations
 
+import bisect
 import enum
 import struct
 from dataclasses import dataclass
@@ -28,7 +32,7 @@ __all__ = [
 ]
 
 STATE_TOPIC = "rmq_sys_MESSAGE_STATE"
-_BODY = struct.Struct(">qB")
+_BODY = struct.Struct(">qBq")
 
 
 class MessageState(enum.IntEnum):
@@ -48,44 +52,76 @@ class StateChange:
     state: MessageState
     reason: str = ""
     changed_at_ms: int = 0
+    span_end: int = 0  # 0: just the message at target_offset
 
 
-def encode_state_body(target_offset: int, state: MessageState, reason: str = "") -> bytes:
-    return _BODY.pack(target_offset, int(state)) + reason.encode("utf-8")
+def encode_state_body(
+    target_offset: int, state: MessageState, reason: str = "", *, span_end: int = 0
+) -> bytes:
+    assert target_offset >= 0
+    assert span_end == 0 or span_end > target_offset
+    return _BODY.pack(target_offset, int(state), span_end) + reason.encode("utf-8")
 
 
 def decode_state_body(body: bytes, changed_at_ms: int = 0) -> StateChange:
     """Raises ValueError on a body that is not a state change."""
     if len(body) < _BODY.size:
         raise ValueError(f"state record body has {len(body)} bytes, needs at least {_BODY.size}")
-    target, code = _BODY.unpack_from(body)
-    return StateChange(
-        target, MessageState(code), body[_BODY.size :].decode("utf-8", "replace"), changed_at_ms
-    )
+    target, code, span_end = _BODY.unpack_from(body)
+    if target < 0 or (span_end and span_end <= target):
+        raise ValueError(f"state record targets [{target}, {span_end}): not a valid span")
+    reason = body[_BODY.size :].decode("utf-8", "replace")
+    return StateChange(target, MessageState(code), reason, changed_at_ms, span_end)
 
 
 class StateTable:
-    """Current state by physical offset; absent means available."""
+    """Current state by physical offset; absent means available.
+
+    Single changes live in a dict; span changes (whole segments marked for deletion) in a sorted
+    list. A single change newer than a span wins for its message, and the reverse."""
 
     def __init__(self) -> None:
         self._changes: dict[int, StateChange] = {}
+        self._span_starts: list[int] = []
+        self._spans: list[StateChange] = []
 
     def apply(self, change: StateChange) -> None:
-        if change.state is MessageState.AVAILABLE:
+        if change.span_end:
+            index = bisect.bisect_left(self._span_starts, change.target_offset)
+            self._span_starts.insert(index, change.target_offset)
+            self._spans.insert(index, change)
+            for offset in [o for o in self._changes if change.target_offset <= o < change.span_end]:
+                del self._changes[offset]
+        elif change.state is MessageState.AVAILABLE and not self._span_of(change.target_offset):
             self._changes.pop(change.target_offset, None)
         else:
             self._changes[change.target_offset] = change
 
+    def _span_of(self, physical_offset: int) -> StateChange | None:
+        index = bisect.bisect_right(self._span_starts, physical_offset) - 1
+        if index >= 0 and physical_offset < self._spans[index].span_end:
+            return self._spans[index]
+        return None
+
     def state_of(self, physical_offset: int) -> MessageState:
-        change = self._changes.get(physical_offset)
+        change = self.change_of(physical_offset)
         return MessageState.AVAILABLE if change is None else change.state
 
     def change_of(self, physical_offset: int) -> StateChange | None:
-        return self._changes.get(physical_offset)
+        change = self._changes.get(physical_offset)
+        if change is not None:
+            return change
+        return self._span_of(physical_offset) if self._spans else None
+
+    def spans(self) -> list[StateChange]:
+        return list(self._spans)
 
     def drop_before(self, physical_offset: int) -> None:
         for offset in [o for o in self._changes if o < physical_offset]:
             del self._changes[offset]
+        keep = [s for s in self._spans if s.span_end > physical_offset]
+        self._spans = keep
+        self._span_starts = [s.target_offset for s in keep]
 
     def drop_from(self, physical_offset: int) -> None:
         for offset in [o for o in self._changes if o >= physical_offset]:
@@ -93,9 +129,11 @@ class StateTable:
 
     def clear(self) -> None:
         self._changes.clear()
+        self._spans.clear()
+        self._span_starts.clear()
 
     def __len__(self) -> int:
-        return len(self._changes)
+        return len(self._changes) + len(self._spans)
 
     def items(self) -> list[tuple[int, StateChange]]:
         return sorted(self._changes.items())

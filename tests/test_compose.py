@@ -37,11 +37,15 @@ def test_ports_and_volumes_agree() -> None:
     for name, service in compose["services"].items():
         args = parser.parse_args(service["command"])
         published = {int(p.split(":")[0]): int(p.split(":")[1]) for p in service.get("ports", [])}
-        assert args.port in published.values(), f"{name} listens on {args.port} but does not publish it"
+        assert args.port in published.values(), (
+            f"{name} listens on {args.port} but does not publish it"
+        )
         assert not seen_ports & set(published), f"{name} publishes a host port already used"
         seen_ports |= set(published)
         if args.command == "broker":
-            assert args.namesrv == f"namesrv:{namesrv_port}", f"{name} points at the wrong name server"
+            assert args.namesrv == f"namesrv:{namesrv_port}", (
+                f"{name} points at the wrong name server"
+            )
             assert args.advertise == name, f"{name} must advertise its service name"
             mounts = {v.split(":")[1]: v.split(":")[0] for v in service.get("volumes", [])}
             assert args.data in mounts, f"{name} keeps its store outside a volume"

@@ -96,6 +96,9 @@ class Scheduler:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._advancing = asyncio.Lock()
+        # Work that is not scheduled at a time but checks the clock (retention): run after each
+        # manual advance.
+        self.after_advance: Callable[[], object] | None = None
 
     def at(self, due_ms: int, callback: Callback) -> None:
         heapq.heappush(self._heap, (due_ms, next(self._seq), callback))
@@ -152,4 +155,9 @@ class Scheduler:
                 fired += 1
                 await asyncio.sleep(0)  # let work the callback started (wake-ups, writes) run
             self.clock.set(target)
+            if self.after_advance is not None:
+                try:
+                    self.after_advance()
+                except Exception:
+                    log.exception("work after the clock advanced failed")
             return fired
