@@ -19,7 +19,7 @@ from pathlib import Path
 import msgspec
 
 from broker.config import BrokerConfig
-from broker.handlers import admin, clients, inspect, pull, retry, send
+from broker.handlers import admin, clients, inspect, pop, pull, retry, send
 from broker.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
@@ -37,6 +37,7 @@ from broker.services.groups import GroupManager
 from broker.services.locks import LockManager
 from broker.services.long_polling import PullHoldService
 from broker.services.offsets import OffsetManager
+from broker.services.pop import PopService
 from broker.services.retention import RetentionPolicy, RetentionService
 from broker.services.schedule import DelayError, ScheduleService
 from broker.services.timer import TIMER_PROPERTIES, TimerError, TimerService
@@ -77,6 +78,7 @@ class Broker:
         self.schedule: ScheduleService
         self.timer: TimerService
         self.retention: RetentionService
+        self.pop: PopService
         self._tasks: list[asyncio.Task[None]] = []
         self._register_now = asyncio.Event()
         self._store_host_address = b""
@@ -142,6 +144,8 @@ class Broker:
             max_delay_ms=config.timer_max_delay_ms,
         )
         self.timer.start()
+        self.pop = PopService(self)
+        self.pop.start()
         self.retention = RetentionService(
             self.store,
             RetentionPolicy(
@@ -272,6 +276,9 @@ class Broker:
             RequestCode.DELETE_TOPIC_IN_BROKER: admin.handle_delete_topic,
             RequestCode.CONSUMER_SEND_MSG_BACK: retry.handle_consumer_send_back,
             RequestCode.POCKETMQ_CLOCK: admin.handle_clock,
+            RequestCode.POP_MESSAGE: pop.handle_pop,
+            RequestCode.ACK_MESSAGE: pop.handle_ack,
+            RequestCode.CHANGE_MESSAGE_INVISIBLETIME: pop.handle_change_invisible,
             RequestCode.POCKETMQ_MESSAGE_INFO: inspect.handle_message_info,
             RequestCode.POCKETMQ_DLQ: inspect.handle_dlq,
         }

@@ -385,6 +385,8 @@ def _decode_record(
     if props_len < 0 or props_len > rec_end - p:
         raise _RecordError(f"properties length {props_len}", p - 2)
     properties = decode_properties(_decode_utf8(buf[p : p + props_len])) if props_len else {}
+    # The store's whole-record CRC (RocketMQ's __CRC32#) guards the stored bytes; not user data.
+    properties.pop("__CRC32#", None)
     p += props_len
     if p != rec_end:
         raise _RecordError(f"record size {total} but fields end at {p - pos}", pos)

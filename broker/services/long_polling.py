@@ -37,6 +37,27 @@ class PullHoldService:
                 if not waiters:
                     del self._waiters[key]
 
+    async def wait_any(self, keys: list[tuple[str, int]], timeout_s: float) -> bool:
+        """Like :meth:`wait`, woken by an arrival on any of ``keys``."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for key in keys:
+            self._waiters.setdefault(key, []).append(future)
+        self.held += 1
+        try:
+            await asyncio.wait_for(future, timeout_s)
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            self.held -= 1
+            for key in keys:
+                waiters = self._waiters.get(key)
+                if waiters is not None:
+                    if future in waiters:
+                        waiters.remove(future)
+                    if not waiters:
+                        del self._waiters[key]
+
     def notify(self, topic: str, queue_id: int) -> None:
         waiters = self._waiters.pop((topic, queue_id), None)
         if waiters:

@@ -128,3 +128,83 @@ class RawClient:
         if max_reconsume_times is not None:
             ext["maxReconsumeTimes"] = str(max_reconsume_times)
         return self.call(RemotingCommand(code=RequestCode.CONSUMER_SEND_MSG_BACK, ext_fields=ext))
+
+    def pop(
+        self,
+        topic: str,
+        group: str,
+        *,
+        queue_id: int = -1,
+        max_count: int = 32,
+        invisible_ms: int = 30_000,
+        poll_ms: int = 0,
+        order: bool = False,
+        exp: str = "*",
+    ) -> tuple[RemotingCommand, list[tuple[object, str]]]:
+        """POP_MESSAGE; returns the response and (message, receipt handle) pairs, handles built
+        from the response header as RocketMQ's client does (ExtraInfoUtil)."""
+        from broker.protocol.message_codec import decode_messages
+
+        ext = {
+            "consumerGroup": group,
+            "topic": topic,
+            "queueId": str(queue_id),
+            "maxMsgNums": str(max_count),
+            "invisibleTime": str(invisible_ms),
+            "pollTime": str(poll_ms),
+            "bornTime": str(int(time.time() * 1000)),
+            "initMode": "0",
+            "expType": "TAG",
+            "exp": exp,
+            "order": "true" if order else "false",
+        }
+        response = self.call(RemotingCommand(code=RequestCode.POP_MESSAGE, ext_fields=ext))
+        if response.code != 0 or not response.body:
+            return response, []
+        header = response.ext_fields
+        starts = {}
+        for part in header["startOffsetInfo"].split(";"):
+            retry, queue, start = part.split(" ")
+            starts[(retry, int(queue))] = int(start)
+        pairs = []
+        for message in decode_messages(response.body):
+            retry = "1" if message.topic.startswith("%RETRY%") else "0"
+            start = starts[(retry, message.queue_id)]
+            handle = f"{start} {header['popTime']} {header['invisibleTime']} {header['reviveQid']} {retry} broker-a {message.queue_id} {message.queue_offset}"
+            pairs.append((message, handle))
+        return response, pairs
+
+    def ack(self, topic: str, group: str, handle: str) -> RemotingCommand:
+        parts = handle.split(" ")
+        queue = parts[6] if len(parts) > 6 and parts[6].isdigit() else "0"
+        offset = parts[-1] if parts[-1].isdigit() else "0"
+        ext = {
+            "consumerGroup": group,
+            "topic": topic,
+            "queueId": queue,
+            "extraInfo": handle,
+            "offset": offset,
+        }
+        return self.call(RemotingCommand(code=RequestCode.ACK_MESSAGE, ext_fields=ext))
+
+    def change_invisible(
+        self, topic: str, group: str, handle: str, invisible_ms: int
+    ) -> tuple[RemotingCommand, str]:
+        parts = handle.split(" ")
+        ext = {
+            "consumerGroup": group,
+            "topic": topic,
+            "queueId": parts[6],
+            "extraInfo": handle,
+            "offset": parts[7],
+            "invisibleTime": str(invisible_ms),
+        }
+        response = self.call(
+            RemotingCommand(code=RequestCode.CHANGE_MESSAGE_INVISIBLETIME, ext_fields=ext)
+        )
+        if response.code == 0:
+            parts[1], parts[2] = (
+                response.ext_fields["popTime"],
+                response.ext_fields["invisibleTime"],
+            )
+        return response, " ".join(parts)

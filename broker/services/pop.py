@@ -1,0 +1,553 @@
+"""POP consumption (RocketMQ 5.x): messages are lent to a consumer for an invisible time.
+
+``pop`` hands out messages and remembers each as in flight until its deadline (pop time +
+invisible time). ``ack`` ends it; ``change_invisible`` moves its deadline (and gives a new
+receipt handle). A message still in flight at its deadline is redelivered: through the retry
+topic ``%RETRY%<group>_<topic>`` with reconsume times + 1, or, for FIFO (``order``) pops, in
+place on its queue. After the group's maximum attempts (16) it goes to ``%DLQ%<group>``.
+
+FIFO: a queue popped in order mode is handed out again only when everything taken from it has
+been acknowledged, so the messages of one message group (which producers send to one queue)
+are consumed one after another.
+
+Durability: every pop appends a checkpoint record and every ack an ack record to the revive
+topic ``rmq_sys_REVIVE_LOG_<cluster>`` (tags ``ck`` and ``ack``, as RocketMQ). After a restart
+the records are replayed: messages in flight get their deadlines again, pop positions resume
+past what was handed out, and nothing acknowledged is delivered again.
+
+Receipt handle: ``"<start offset> <pop time> <invisible ms> <revive qid> <retry flag> <broker>
+<queue id> <queue offset>"`` (RocketMQ's ExtraInfoUtil layout). A handle that does not parse is
+INVALID_PARAMETER; one that no longer matches a message in flight (acknowledged, expired,
+changed, or never issued here) is ILLEGAL_OPERATION, and nothing changes. RocketMQ accepts such
+stale acks silently; pocketmq says so, because a test that acks too late should know.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import msgspec
+
+from broker.handlers.retry import dead_letter
+from store.errors import CorruptRecordError, OffsetOutOfRangeError
+from store.message_store import PutMessage
+from store.record import SysFlag, encode_properties
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+
+__all__ = ["PopError", "PopService", "ReceiptHandle", "pop_retry_topic"]
+
+log = logging.getLogger("pocketmq.broker")
+
+INVISIBLE_MS_MIN = 1
+INVISIBLE_MS_MAX = 12 * 3_600_000  # the proxy's maximum invisible time
+
+
+def pop_retry_topic(group: str, topic: str) -> str:
+    """RocketMQ's pop retry topic, V1 naming (KeyBuilder.buildPopRetryTopicV1)."""
+    return f"%RETRY%{group}_{topic}"
+
+
+class PopError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+class ReceiptHandle(msgspec.Struct, frozen=True):
+    start_offset: int
+    pop_time: int
+    invisible_ms: int
+    revive_qid: int
+    retry: bool
+    broker_name: str
+    queue_id: int
+    queue_offset: int
+
+    def __str__(self) -> str:
+        return (
+            f"{self.start_offset} {self.pop_time} {self.invisible_ms} {self.revive_qid} "
+            f"{1 if self.retry else 0} {self.broker_name} {self.queue_id} {self.queue_offset}"
+        )
+
+    @classmethod
+    def parse(cls, text: str) -> ReceiptHandle:
+        parts = text.split(" ")
+        if len(parts) != 8:
+            raise ValueError(f"receipt handle {text!r} has {len(parts)} fields, expected 8")
+        try:
+            start, pop_time, invisible, revive, retry = (int(p) for p in parts[:5])
+            return cls(
+                start,
+                pop_time,
+                invisible,
+                revive,
+                retry != 0,
+                parts[5],
+                int(parts[6]),
+                int(parts[7]),
+            )
+        except ValueError:
+            raise ValueError(f"receipt handle {text!r} has a field that is not a number") from None
+
+
+class _Record(msgspec.Struct, tag_field="t", omit_defaults=True):
+    group: str
+    topic: str
+    queue_id: int
+
+
+class _Checkpoint(_Record, tag="ck"):
+    offsets: list[int]
+    pop_time: int
+    invisible_ms: int
+    order: bool = False
+    attempt: int = 0  # FIFO redelivery in place: how many times these were handed out before
+
+
+class _Ack(_Record, tag="ack"):
+    offset: int
+    pop_time: int
+    invisible_ms: int = 0
+
+
+_RECORD = msgspec.json.Decoder(_Checkpoint | _Ack)
+
+
+@dataclass(slots=True)
+class InFlight:
+    group: str
+    topic: str  # the topic popped (the retry topic for a retried message)
+    queue_id: int
+    queue_offset: int
+    pop_time: int
+    invisible_ms: int
+    order: bool
+    attempt: int = 0
+
+    @property
+    def deadline(self) -> int:
+        return self.pop_time + self.invisible_ms
+
+    @property
+    def key(self) -> tuple[str, str, int, int]:
+        return (self.group, self.topic, self.queue_id, self.queue_offset)
+
+
+@dataclass(slots=True)
+class PoppedMessage:
+    raw: bytes
+    handle: ReceiptHandle
+    topic: str
+    queue_id: int
+    queue_offset: int
+
+
+@dataclass(slots=True)
+class PopService:
+    broker: Broker
+    in_flight: dict[tuple[str, str, int, int], InFlight] = field(default_factory=dict)
+    positions: dict[tuple[str, str, int], int] = field(default_factory=dict)  # next offset to pop
+    # FIFO queues: acknowledged offsets past the position (they may be acked out of order)
+    fifo_acked: dict[tuple[str, str, int], set[int]] = field(default_factory=dict)
+    attempts: dict[tuple[str, str, int, int], int] = field(default_factory=dict)
+    redelivered: int = 0
+
+    @property
+    def revive_topic(self) -> str:
+        return f"rmq_sys_REVIVE_LOG_{self.broker.config.cluster_name}"
+
+    # -- records --------------------------------------------------------------------------
+
+    def _append(self, record: _Record, tag: str) -> None:
+        body = msgspec.json.encode(record)
+        self.broker.store.put(
+            PutMessage(topic=self.revive_topic, body=body, properties={"TAGS": tag})
+        )
+
+    def start(self) -> None:
+        """Replay the revive log: rebuild positions and messages in flight, arm their deadlines."""
+        store = self.broker.store
+        queue = store.consume_queues.get(self.revive_topic, 0)
+        if queue is None:
+            return
+        for _, (physical, _size, _code) in queue.entries(queue.min_offset):
+            try:
+                record = _RECORD.decode(store.read(physical).body)
+            except (
+                CorruptRecordError,
+                OffsetOutOfRangeError,
+                msgspec.DecodeError,
+                msgspec.ValidationError,
+            ):
+                continue
+            self._replay(record)
+        for item in list(self.in_flight.values()):
+            self._arm(item)
+
+    def _replay(self, record: _Checkpoint | _Ack) -> None:
+        base = (record.group, record.topic, record.queue_id)
+        if isinstance(record, _Checkpoint):
+            for offset in record.offsets:
+                item = InFlight(
+                    *base,
+                    offset,
+                    record.pop_time,
+                    record.invisible_ms,
+                    record.order,
+                    record.attempt,
+                )
+                self.in_flight[item.key] = item
+                if not record.order:
+                    self.positions[base] = max(self.positions.get(base, 0), offset + 1)
+        else:
+            item = self.in_flight.get((*base, record.offset))
+            if item is not None and (item.pop_time, item.invisible_ms) == (
+                record.pop_time,
+                record.invisible_ms,
+            ):
+                del self.in_flight[item.key]
+                if item.order:
+                    self._fifo_acked(base, record.offset)
+
+    # -- pop ------------------------------------------------------------------------------
+
+    def queues_for(self, group: str, topic: str, queue_id: int) -> list[tuple[str, int]]:
+        """(topic, queue) pairs to pop from, the retry topic first as RocketMQ often does."""
+        config = self.broker.topics.get(topic)
+        if config is None:
+            raise PopError(17, f"topic[{topic}] not exist, apply first please!")
+        queues = [queue_id] if queue_id >= 0 else list(range(config.read_queue_nums))
+        if queue_id >= config.read_queue_nums:
+            raise PopError(
+                1,
+                f"queueId[{queue_id}] is illegal, {topic} has {config.read_queue_nums} read queues",
+            )
+        pairs = [(pop_retry_topic(group, topic), 0)] if queue_id < 0 else []
+        return pairs + [(topic, q) for q in queues]
+
+    def pop(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        max_count: int,
+        invisible_ms: int,
+        order: bool,
+        tags: set[int] | None,
+    ) -> list[PoppedMessage]:
+        if not INVISIBLE_MS_MIN <= invisible_ms <= INVISIBLE_MS_MAX:
+            raise PopError(
+                29,
+                f"invisibleTime {invisible_ms} ms is outside [{INVISIBLE_MS_MIN}, {INVISIBLE_MS_MAX}]",
+            )
+        popped: list[PoppedMessage] = []
+        now = self.broker.now_ms()
+        for source_topic, queue in self.queues_for(group, topic, queue_id):
+            if len(popped) >= max_count:
+                break
+            if self.broker.topics.get(source_topic) is None:
+                continue
+            popped.extend(
+                self._pop_queue(
+                    group,
+                    source_topic,
+                    queue,
+                    max_count - len(popped),
+                    invisible_ms,
+                    order,
+                    tags,
+                    now,
+                )
+            )
+        return popped
+
+    def _pop_queue(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        count: int,
+        invisible_ms: int,
+        order: bool,
+        tags: set[int] | None,
+        now: int,
+    ) -> list[PoppedMessage]:
+        base = (group, topic, queue_id)
+        store = self.broker.store
+        if order and any(k[:3] == base for k in self.in_flight):
+            return []  # FIFO: this queue waits for its acknowledgements
+        position = self.positions.get(base)
+        if position is None:
+            committed = self.broker.offsets.query(group, topic, queue_id)
+            position = committed if committed is not None else store.min_offset(topic, queue_id)
+        result = store.get_messages(topic, queue_id, position, count, tags_codes=tags)
+        if not result.messages:
+            if result.next_offset > position and not order:
+                self.positions[base] = result.next_offset  # skip filtered-out messages
+            return []
+        offsets = [queue_offset for queue_offset, _, _ in result.messages]
+        attempt = (
+            max((self.attempts.get((*base, o), 0) for o in offsets), default=0) if order else 0
+        )
+        self._append(
+            _Checkpoint(group, topic, queue_id, offsets, now, invisible_ms, order, attempt), "ck"
+        )
+        popped = []
+        for queue_offset, _physical, view in result.messages:
+            item = InFlight(group, topic, queue_id, queue_offset, now, invisible_ms, order, attempt)
+            self.in_flight[item.key] = item
+            self._arm(item)
+            raw = bytes(view)
+            if order and attempt:
+                raw = _with_reconsume_times(raw, attempt)
+            handle = ReceiptHandle(
+                offsets[0],
+                now,
+                invisible_ms,
+                0,
+                topic.startswith("%RETRY%"),
+                self.broker.config.broker_name,
+                queue_id,
+                queue_offset,
+            )
+            popped.append(PoppedMessage(raw, handle, topic, queue_id, queue_offset))
+        if not order:
+            self.positions[base] = result.next_offset
+            self.broker.offsets.commit(group, topic, queue_id, result.next_offset)
+        else:
+            self.positions[base] = position
+        return popped
+
+    # -- ack and change -----------------------------------------------------------------------
+
+    def _find(self, group: str, topic: str, handle: ReceiptHandle) -> InFlight:
+        source = (
+            pop_retry_topic(group, topic)
+            if handle.retry and not topic.startswith("%RETRY%")
+            else topic
+        )
+        item = self.in_flight.get((group, source, handle.queue_id, handle.queue_offset))
+        if item is None or (item.pop_time, item.invisible_ms) != (
+            handle.pop_time,
+            handle.invisible_ms,
+        ):
+            raise PopError(
+                604,
+                "receipt handle is stale: the message was already acknowledged, its invisible time "
+                "ran out, its handle was replaced, or this broker never issued it",
+            )
+        return item
+
+    def ack(self, group: str, topic: str, handle_text: str) -> None:
+        handle = _parse(handle_text)
+        item = self._find(group, topic, handle)
+        self._append(
+            _Ack(
+                item.group,
+                item.topic,
+                item.queue_id,
+                item.queue_offset,
+                item.pop_time,
+                item.invisible_ms,
+            ),
+            "ack",
+        )
+        self._finish(item)
+
+    def change_invisible(
+        self, group: str, topic: str, handle_text: str, invisible_ms: int
+    ) -> ReceiptHandle:
+        if not INVISIBLE_MS_MIN <= invisible_ms <= INVISIBLE_MS_MAX:
+            raise PopError(
+                29,
+                f"invisibleTime {invisible_ms} ms is outside [{INVISIBLE_MS_MIN}, {INVISIBLE_MS_MAX}]",
+            )
+        handle = _parse(handle_text)
+        item = self._find(group, topic, handle)
+        now = self.broker.now_ms()
+        # RocketMQ's appendCheckPointThenAckOrigin: a new checkpoint, then the old one acked.
+        self._append(
+            _Checkpoint(
+                item.group,
+                item.topic,
+                item.queue_id,
+                [item.queue_offset],
+                now,
+                invisible_ms,
+                item.order,
+                item.attempt,
+            ),
+            "ck",
+        )
+        self._append(
+            _Ack(
+                item.group,
+                item.topic,
+                item.queue_id,
+                item.queue_offset,
+                item.pop_time,
+                item.invisible_ms,
+            ),
+            "ack",
+        )
+        renewed = InFlight(
+            item.group,
+            item.topic,
+            item.queue_id,
+            item.queue_offset,
+            now,
+            invisible_ms,
+            item.order,
+            item.attempt,
+        )
+        self.in_flight[renewed.key] = renewed
+        self._arm(renewed)
+        return msgspec.structs.replace(handle, pop_time=now, invisible_ms=invisible_ms)
+
+    def _finish(self, item: InFlight) -> None:
+        self.in_flight.pop(item.key, None)
+        self.attempts.pop(item.key, None)
+        if item.order:
+            base = (item.group, item.topic, item.queue_id)
+            self._fifo_acked(base, item.queue_offset)
+            self.broker.offsets.commit(
+                item.group, item.topic, item.queue_id, self.positions.get(base, 0)
+            )
+            self.broker.message_arrived(item.topic, item.queue_id)  # a held FIFO pop may go on
+
+    def _fifo_acked(self, base: tuple[str, str, int], offset: int) -> None:
+        acked = self.fifo_acked.setdefault(base, set())
+        acked.add(offset)
+        position = self.positions.get(base)
+        if position is None:
+            committed = self.broker.offsets.query(*base)
+            position = (
+                committed
+                if committed is not None
+                else self.broker.store.min_offset(base[1], base[2])
+            )
+        while position in acked:
+            acked.discard(position)
+            position += 1
+        self.positions[base] = position
+
+    # -- expiry ---------------------------------------------------------------------------------
+
+    def _arm(self, item: InFlight) -> None:
+        self.broker.scheduler.at(item.deadline, self._expiry_for(item))
+
+    def _expiry_for(self, item: InFlight) -> Callable[[], None]:
+        def expire() -> None:
+            if self.in_flight.get(item.key) is not item:
+                return  # acknowledged or renewed meanwhile
+            self._redeliver(item)
+
+        return expire
+
+    def _redeliver(self, item: InFlight) -> None:
+        store = self.broker.store
+        group_config = self.broker.groups.find_or_create(item.group)
+        max_times = group_config.retry_max_times if group_config is not None else 16
+        result = store.get_messages(
+            item.topic, item.queue_id, item.queue_offset, 1, only_available=False
+        )
+        if not result.messages or result.messages[0][0] != item.queue_offset:
+            self._append(
+                _Ack(
+                    item.group,
+                    item.topic,
+                    item.queue_id,
+                    item.queue_offset,
+                    item.pop_time,
+                    item.invisible_ms,
+                ),
+                "ack",
+            )
+            self._finish(item)
+            return
+        record = store.read(result.messages[0][1])
+        attempts = (item.attempt + 1) if item.order else record.reconsume_times + 1
+        self.redelivered += 1
+        original_topic = record.properties.get("RETRY_TOPIC", item.topic)
+        properties = dict(record.properties)
+        properties.setdefault("RETRY_TOPIC", original_topic)
+        properties.setdefault("ORIGIN_MESSAGE_ID", properties.get("UNIQ_KEY", ""))
+        properties.setdefault("1ST_POP_TIME", str(item.pop_time))
+        if attempts > max_times:
+            dead_letter(
+                self.broker,
+                record,
+                properties,
+                item.group,
+                reason=f"{attempts} pops not acknowledged",
+            )
+        elif item.order:
+            # FIFO: the same message again, in place, once its invisible time is over.
+            self.attempts[item.key] = attempts
+            self._append(
+                _Ack(
+                    item.group,
+                    item.topic,
+                    item.queue_id,
+                    item.queue_offset,
+                    item.pop_time,
+                    item.invisible_ms,
+                ),
+                "ack",
+            )
+            self.in_flight.pop(item.key, None)
+            self.broker.message_arrived(item.topic, item.queue_id)
+            return
+        else:
+            retry = pop_retry_topic(item.group, original_topic)
+            self.broker.topics.create_on_send(retry, 1)
+            properties.pop("WAIT", None)
+            self.broker.put_internal(
+                PutMessage(
+                    topic=retry,
+                    body=record.body,
+                    queue_id=0,
+                    flag=record.flag,
+                    properties=properties,
+                    properties_text=encode_properties(properties),
+                    sysflag=record.sysflag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6),
+                    born_timestamp=record.born_timestamp,
+                    born_host=record.born_host,
+                    reconsume_times=attempts,
+                )
+            )
+        self._append(
+            _Ack(
+                item.group,
+                item.topic,
+                item.queue_id,
+                item.queue_offset,
+                item.pop_time,
+                item.invisible_ms,
+            ),
+            "ack",
+        )
+        self._finish(item)
+
+
+def _parse(handle_text: str) -> ReceiptHandle:
+    try:
+        return ReceiptHandle.parse(handle_text)
+    except ValueError as error:
+        raise PopError(29, str(error)) from None
+
+
+def _with_reconsume_times(raw: bytes, reconsume_times: int) -> bytes:
+    """A copy of a stored record with RECONSUMETIMES set (FIFO redelivery in place)."""
+    sysflag = int.from_bytes(raw[36:40], "big")
+    position = (
+        72
+        + (12 if sysflag & SysFlag.BORNHOST_V6 else 0)
+        + (12 if sysflag & SysFlag.STOREHOST_V6 else 0)
+    )
+    return raw[:position] + reconsume_times.to_bytes(4, "big") + raw[position + 4 :]
