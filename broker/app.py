@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 
@@ -20,6 +21,7 @@ import msgspec
 
 from broker.config import BrokerConfig
 from broker.handlers import admin, clients, inspect, pop, pull, retry, send
+from broker.namesrv import NameServer
 from broker.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
@@ -31,7 +33,7 @@ from broker.protocol.headers import (
 from broker.remoting.client import OutboundConnection
 from broker.remoting.server import Connection, Handler, RemotingServer, ServerLimits
 from broker.services.clients import ClientRegistry
-from broker.services.clock import Clock, ManualClock, Scheduler, SystemClock
+from broker.services.clock import Clock, ManualClock, Scheduler, SystemClock, parse_duration_ms
 from broker.services.flush import FlushService
 from broker.services.groups import GroupManager
 from broker.services.locks import LockManager
@@ -57,10 +59,28 @@ class Broker:
         self,
         config: BrokerConfig | None = None,
         *,
+        port: int | None = None,
+        store: str | os.PathLike[str] | None = None,
         clock: Clock | None = None,
+        namesrv: bool | None = None,
         limits: ServerLimits | None = None,
     ) -> None:
-        self.config = config or BrokerConfig()
+        """``Broker(config)`` runs a broker as configured (the CLI does this). The short form for
+        tests of applications, ``Broker(port=0, store=None, clock=ManualClock())``, runs an
+        embedded broker: in-memory store unless ``store`` is a path, and an in-process name
+        server (``namesrv_address``) the SDK can be pointed at."""
+        if config is None:
+            config = BrokerConfig(
+                port=0 if port is None else port, data_dir=None if store is None else Path(store)
+            )
+            namesrv = True if namesrv is None else namesrv
+        else:
+            if port is not None:
+                config.port = port
+            if store is not None:
+                config.data_dir = Path(store)
+        self.config = config
+        self.embedded_namesrv: NameServer | None = NameServer() if namesrv else None
         self.clock = clock or SystemClock()
         self.clock_ms: Callable[[], int] = self.clock.now_ms
         self.scheduler = Scheduler(self.clock)
@@ -96,6 +116,9 @@ class Broker:
 
     async def start(self) -> None:
         config = self.config
+        if self.embedded_namesrv is not None:
+            namesrv_port = await self.embedded_namesrv.start(config.host, 0)
+            config.namesrv_addrs = [f"{config.host}:{namesrv_port}"]
         config.port = await self.server.start(config.host, config.port)
         host = Host.parse(config.address)
         self._store_host_address, self._store_host_port = host.address, host.port
@@ -190,6 +213,19 @@ class Broker:
         self.offsets.persist(force=True)
         self.topics.persist()
         self.store.close()
+        if self.embedded_namesrv is not None:
+            await self.embedded_namesrv.close()
+
+    @property
+    def namesrv_address(self) -> str | None:
+        """The first name server this broker registers with (the embedded one, if any)."""
+        return self.config.namesrv_addrs[0] if self.config.namesrv_addrs else None
+
+    async def advance(self, duration: str | int) -> int:
+        """Manual clock: move time forward (``"2h"``, ``"90s"`` or milliseconds), running
+        everything that falls due; returns how many scheduled items ran."""
+        duration_ms = duration if isinstance(duration, int) else parse_duration_ms(duration)
+        return await self.scheduler.advance(duration_ms)
 
     # -- helpers used by handlers ------------------------------------------------------------
 
@@ -323,12 +359,12 @@ class Broker:
         connections = {addr: OutboundConnection(addr) for addr in self.config.namesrv_addrs}
         try:
             while True:
+                self._register_now.clear()  # changes from now on trigger another round
                 for address, connection in connections.items():
                     try:
                         await self._register(connection)
                     except (OSError, TimeoutError, ConnectionError) as error:
                         log.warning("registration with name server %s failed: %s", address, error)
-                self._register_now.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(
                         self._register_now.wait(), self.config.register_interval_s
