@@ -20,7 +20,7 @@ from pathlib import Path
 import msgspec
 
 from broker.config import BrokerConfig
-from broker.handlers import admin, clients, inspect, pop, pull, retry, send
+from broker.handlers import admin, clients, inspect, pop, pull, retry, send, transaction
 from broker.namesrv import NameServer
 from broker.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker.protocol.headers import (
@@ -44,6 +44,7 @@ from broker.services.retention import RetentionPolicy, RetentionService
 from broker.services.schedule import DelayError, ScheduleService
 from broker.services.timer import TIMER_PROPERTIES, TimerError, TimerService
 from broker.services.topics import TopicManager
+from broker.services.transactions import TransactionService
 from ids import offset_msg_id_from_packed
 from store.errors import StoreError
 from store.message_store import MessageStore, PutMessage, PutResult
@@ -99,6 +100,7 @@ class Broker:
         self.timer: TimerService
         self.retention: RetentionService
         self.pop: PopService
+        self.transactions: TransactionService
         self._tasks: list[asyncio.Task[None]] = []
         self._register_now = asyncio.Event()
         self._store_host_address = b""
@@ -169,6 +171,13 @@ class Broker:
         self.timer.start()
         self.pop = PopService(self)
         self.pop.start()
+        self.transactions = TransactionService(
+            self,
+            timeout_ms=config.transaction_timeout_ms,
+            check_interval_ms=config.transaction_check_interval_ms,
+            check_max=config.transaction_check_max,
+        )
+        self.transactions.start()
         self.retention = RetentionService(
             self.store,
             RetentionPolicy(
@@ -256,6 +265,17 @@ class Broker:
         Raises DelayError for a bad DELAY, and the store's errors."""
         level = self.schedule.level_of(properties)
         tx_type = message.sysflag & SysFlag.TRANSACTION_MASK
+        if tx_type == SysFlag.TRANSACTION_PREPARED_TYPE:
+            half = self.transactions.prepare(message, properties)
+            result = self.store.put(half)
+            assert half.properties is not None
+            self.transactions.stored(
+                result.physical_offset,
+                result.queue_offset,
+                half.properties,
+                message.born_timestamp or result.store_timestamp,
+            )
+            return result
         if tx_type in (SysFlag.TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE):
             if level:
                 # A delay level wins over the timer properties, which are dropped (HookUtils).
@@ -312,6 +332,8 @@ class Broker:
             RequestCode.DELETE_TOPIC_IN_BROKER: admin.handle_delete_topic,
             RequestCode.CONSUMER_SEND_MSG_BACK: retry.handle_consumer_send_back,
             RequestCode.POCKETMQ_CLOCK: admin.handle_clock,
+            RequestCode.END_TRANSACTION: transaction.handle_end_transaction,
+            RequestCode.POCKETMQ_TX: transaction.handle_tx_admin,
             RequestCode.POP_MESSAGE: pop.handle_pop,
             RequestCode.ACK_MESSAGE: pop.handle_ack,
             RequestCode.CHANGE_MESSAGE_INVISIBLETIME: pop.handle_change_invisible,

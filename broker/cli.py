@@ -324,6 +324,19 @@ def _cmd_dlq(args: argparse.Namespace) -> int:
     return _print_response(_admin_call(args.broker, RequestCode.POCKETMQ_DLQ, ext))
 
 
+def _cmd_tx(args: argparse.Namespace) -> int:
+    from broker.protocol import RequestCode
+
+    ext = {"action": args.action}
+    if args.action == "check-now":
+        if not args.id:
+            raise SystemExit(
+                "pocketmq tx check-now: give the transaction id (unique key) or offset message id"
+            )
+        ext["id"] = args.id
+    return _print_response(_admin_call(args.broker, RequestCode.POCKETMQ_TX, ext))
+
+
 def _add_broker_address(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--broker",
@@ -394,6 +407,12 @@ def build_parser() -> argparse.ArgumentParser:
     dlq_parser.add_argument("--all", action="store_true", help="resend every message of the DLQ")
     _add_broker_address(dlq_parser)
     dlq_parser.set_defaults(handler=_cmd_dlq)
+
+    tx_parser = commands.add_parser("tx", help="pending transactions (half messages)")
+    tx_parser.add_argument("action", choices=("list", "check-now"))
+    tx_parser.add_argument("id", nargs="?", help="check-now: transaction id or offset message id")
+    _add_broker_address(tx_parser)
+    tx_parser.set_defaults(handler=_cmd_tx)
 
     store_parser = commands.add_parser(
         "store", help="read a store directory (pocketmq or Apache RocketMQ)"

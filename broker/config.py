@@ -52,6 +52,10 @@ class BrokerConfig(msgspec.Struct, kw_only=True):
     disk_space_warning_level_ratio: int = 90  # diskSpaceWarningLevelRatio: writes refused
     delete_file_batch_max: int = 10  # deleteFileBatchMax
     clean_resource_interval_s: float = 10.0  # cleanResourceInterval
+    transaction_timeout_ms: int = 6000  # transactionTimeOut: the first check, after birth
+    # transactionCheckInterval: RocketMQ 4.x checks every 60 s, 5.x every 30 s; we follow 5.x.
+    transaction_check_interval_ms: int = 30_000
+    transaction_check_max: int = 15  # transactionCheckMax
 
     @property
     def address(self) -> str:

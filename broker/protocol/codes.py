@@ -191,6 +191,7 @@ class RequestCode(IntEnum):
     POCKETMQ_CLOCK = 9001  # read, set or advance the broker's manual clock
     POCKETMQ_MESSAGE_INFO = 9002  # a message with its state and place (JSON body)
     POCKETMQ_DLQ = 9003  # list a group's dead-letter queue or resend from it (JSON body)
+    POCKETMQ_TX = 9004  # list pending transactions or check one now (JSON body)
 
 
 class ResponseCode(IntEnum):

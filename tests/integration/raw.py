@@ -208,3 +208,56 @@ class RawClient:
                 response.ext_fields["invisibleTime"],
             )
         return response, " ".join(parts)
+
+    def heartbeat_producer(self, group: str, client_id: str = "raw-producer@1") -> RemotingCommand:
+        import json as _json
+
+        body = _json.dumps(
+            {
+                "clientID": client_id,
+                "producerDataSet": [{"groupName": group}],
+                "consumerDataSet": [],
+            }
+        ).encode()
+        return self.call(RemotingCommand(code=RequestCode.HEART_BEAT, body=body))
+
+    def wait_request(self, code: int, timeout_s: float = 5.0) -> RemotingCommand:
+        """The next request the server sent us with this code (e.g. CHECK_TRANSACTION_STATE)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            for frame in self.pending:
+                if not frame.is_response and frame.code == code:
+                    self.pending.remove(frame)
+                    return frame
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no request {code} from the server")
+            self.sock.settimeout(remaining)
+            try:
+                data = self.sock.recv(1 << 20)
+            except TimeoutError:
+                raise TimeoutError(f"no request {code} from the server") from None
+            finally:
+                self.sock.settimeout(10.0)
+            if not data:
+                raise ConnectionError("the server closed the connection")
+            self.pending.extend(self.decoder.feed(data))
+
+    def requests_received(self, code: int) -> int:
+        """Drain what has arrived without blocking; count requests with this code."""
+        self.sock.setblocking(False)
+        try:
+            while True:
+                try:
+                    data = self.sock.recv(1 << 20)
+                except BlockingIOError:
+                    break
+                if not data:
+                    break
+                self.pending.extend(self.decoder.feed(data))
+        finally:
+            self.sock.setblocking(True)
+            self.sock.settimeout(10.0)
+        count = sum(1 for f in self.pending if not f.is_response and f.code == code)
+        self.pending = [f for f in self.pending if f.is_response or f.code != code]
+        return count
