@@ -290,9 +290,10 @@ def _cmd_msg_show(args: argparse.Namespace) -> int:
     from broker.protocol import RequestCode
     from ids import InvalidMessageIdError, decode_message_id
 
+    action = {"action": "delete"} if args.msg_command == "delete" else {}
     if args.topic is not None:
         # A unique key (any scheme, or whatever the producer set) or a KEYS value, per topic.
-        ext = {"topic": args.topic, "key": args.id.strip()}
+        ext = {"topic": args.topic, "key": args.id.strip(), **action}
         return _print_response(_admin_call(args.broker, RequestCode.POCKETMQ_MESSAGE_INFO, ext))
     try:
         decoded = decode_message_id(args.id)
@@ -305,7 +306,7 @@ def _cmd_msg_show(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    ext = {"offset": str(decoded["physical_offset"])}
+    ext = {"offset": str(decoded["physical_offset"]), **action}
     return _print_response(
         _admin_call(
             decoded.get("broker_addr") or args.broker, RequestCode.POCKETMQ_MESSAGE_INFO, ext
@@ -397,6 +398,11 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--topic", help="the topic to look a unique key or key up in")
     _add_broker_address(show)
     show.set_defaults(handler=_cmd_msg_show)
+    delete = msg_commands.add_parser("delete", help="mark a message for deletion: it is never served again")
+    delete.add_argument("id", help="offset message ID, or a unique key (with --topic)")
+    delete.add_argument("--topic", help="the topic to look a unique key or key up in")
+    _add_broker_address(delete)
+    delete.set_defaults(handler=_cmd_msg_show)
 
     dlq_parser = commands.add_parser("dlq", help="a consumer group's dead-letter queue")
     dlq_parser.add_argument("action", choices=("list", "resend"))

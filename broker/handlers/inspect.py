@@ -1,7 +1,7 @@
 """pocketmq's own admin requests about messages (JSON bodies; RocketMQ has no equivalent):
 
 * POCKETMQ_MESSAGE_INFO (9002): one message by commitlog offset, or by topic and unique key or
-  key, with its state, reconsume times and where it is.
+  key, with its state, reconsume times and where it is; ``action=delete`` marks it for deletion.
 * POCKETMQ_DLQ (9003): ``list`` a group's dead-letter queue, or ``resend`` chosen messages (by
   unique key, or all) to their original topic keeping their properties; each outcome reported.
 """
@@ -79,6 +79,10 @@ def handle_message_info(
         return request.make_response(ResponseCode.QUERY_NOT_FOUND, f"no message there: {error}")
     if not records:
         return request.make_response(ResponseCode.QUERY_NOT_FOUND, "no message with that key")
+    if ext.get("action") == "delete":
+        # An admin's delete: the message stays stored (append-only) but is never served again.
+        for record in records:
+            broker.store.set_state(record.physical_offset, MessageState.MARKED_FOR_DELETION, "deleted by an admin")
     return _json_response(request, [message_json(broker, r) for r in records])
 
 

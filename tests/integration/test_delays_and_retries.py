@@ -253,3 +253,13 @@ def test_dlq_list_resend_and_msg_show_from_the_command_line(broker: Process) -> 
         ]
         # Only the resent copy: the original stays stored but poisoned, and is never served.
         assert bodies.count(b"invoice-7") == 1
+
+
+def test_an_admin_delete_marks_the_message_and_hides_it(broker: Process) -> None:
+    with RawClient(broker.address) as client:
+        assert client.send_message("Mistakes", b"oops", properties="UNIQ_KEY\x01OOPS1\x02").code == 0
+        assert len(pull_all(client, "Mistakes")) == 1
+        deleted = cli("msg", "delete", "OOPS1", "--topic", "Mistakes", "--broker", broker.address)
+        assert deleted.returncode == 0, deleted.stderr
+        assert json.loads(deleted.stdout)["state"] == "marked_for_deletion"
+        assert pull_all(client, "Mistakes") == []
