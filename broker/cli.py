@@ -338,6 +338,78 @@ def _cmd_tx(args: argparse.Namespace) -> int:
     return _print_response(_admin_call(args.broker, RequestCode.POCKETMQ_TX, ext))
 
 
+def _run_client(coroutine: Coroutine[Any, Any, int]) -> int:
+    import asyncio
+
+    from client.errors import ClientError
+
+    try:
+        return asyncio.run(coroutine)
+    except ClientError as error:
+        print(f"pocketmq: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def _cmd_send(args: argparse.Namespace) -> int:
+    from client.cli import cmd_send
+
+    if args.file is not None:
+        body = Path(args.file).read_bytes()
+    elif args.body is not None:
+        body = args.body.encode()
+    else:
+        body = sys.stdin.buffer.read()
+
+    async def run() -> int:
+        async for result in cmd_send(args.namesrv, args.topic, args.tags, args.keys, body, args.count):
+            print(json.dumps(result), flush=True)
+        return 0
+
+    return _run_client(run())
+
+
+def _cmd_consume(args: argparse.Namespace) -> int:
+    from client.cli import cmd_consume
+
+    async def run() -> int:
+        async for message in cmd_consume(args.namesrv, args.topic, args.group, args.count, args.start, args.expression):
+            if args.json:
+                print(json.dumps(message, default=str), flush=True)
+            else:
+                body = message.get("body")
+                print(f"{message.get('msg_id')} {message.get('tags') or '-'} {body!r}", flush=True)
+        return 0
+
+    return _run_client(run())
+
+
+def _cmd_topic(args: argparse.Namespace) -> int:
+    from client.cli import cmd_topic_create, cmd_topic_list, cmd_topic_status
+
+    async def run() -> int:
+        if args.action == "create":
+            print(json.dumps(await cmd_topic_create(args.namesrv, args.topic, args.queues, order=args.order)))
+        elif args.action == "list":
+            for topic in await cmd_topic_list(args.namesrv):
+                print(topic)
+        else:
+            for row in await cmd_topic_status(args.namesrv, args.topic):
+                print(json.dumps(row))
+        return 0
+
+    if args.action in ("create", "status") and not args.topic:
+        raise SystemExit(f"pocketmq topic {args.action}: --topic is needed")
+    return _run_client(run())
+
+
+def _add_namesrv(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--namesrv", default=_namesrv_default(), help="name servers, ';'-separated (default $NAMESRV_ADDR or 127.0.0.1:9876)"
+    )
+
+
 def _add_broker_address(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--broker",
@@ -380,6 +452,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     decode.add_argument("ids", nargs="+", metavar="ID")
     decode.set_defaults(handler=_cmd_id_decode)
+
+    send = commands.add_parser("send", help="send messages; one JSON line per send result")
+    send.add_argument("--topic", required=True)
+    send.add_argument("--tags")
+    send.add_argument("--keys", help="space- or comma-separated keys")
+    source = send.add_mutually_exclusive_group()
+    source.add_argument("--body", help="the message body (text)")
+    source.add_argument("--file", help="read the body from this file (default: standard input)")
+    send.add_argument("--count", type=int, default=1, help="send it this many times")
+    _add_namesrv(send)
+    send.set_defaults(handler=_cmd_send)
+
+    consume = commands.add_parser("consume", help="consume messages and print them")
+    consume.add_argument("--topic", required=True)
+    consume.add_argument("--group", default="pocketmq-cli-consumer")
+    consume.add_argument("--count", type=int, help="stop after N messages (default: run until interrupted)")
+    consume.add_argument("--from", dest="start", choices=("first", "last"), default="last")
+    consume.add_argument("--expression", default="*", help='tag expression, e.g. "A || B"')
+    consume.add_argument("--json", action="store_true", help="one JSON object per message")
+    _add_namesrv(consume)
+    consume.set_defaults(handler=_cmd_consume)
+
+    topic = commands.add_parser("topic", help="create, list or show topics")
+    topic.add_argument("action", choices=("create", "list", "status"))
+    topic.add_argument("--topic")
+    topic.add_argument("--queues", type=int, default=8)
+    topic.add_argument("--order", action="store_true", help="an ordered topic")
+    _add_namesrv(topic)
+    topic.set_defaults(handler=_cmd_topic)
 
     time_parser = commands.add_parser("time", help="read or move a broker's manual clock")
     time_parser.add_argument("action", choices=("get", "advance", "set"))
