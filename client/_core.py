@@ -1,0 +1,173 @@
+"""What producers, consumers and admin tools share: a client id, a connection pool, the
+route cache, and background tasks that stop with the client (RocketMQ's ``MQClientInstance``,
+one per SDK object here rather than one per process)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import Any
+
+from broker.protocol import RemotingCommand
+
+from .connection import ConnectionPool
+from .errors import ClientClosedError, RouteNotFoundError
+from .route import RouteClient
+
+__all__ = ["ClientCore", "local_ip"]
+
+log = logging.getLogger("pocketmq.client")
+
+
+def local_ip() -> str:
+    """This host's outbound IPv4 address, else 127.0.0.1.
+
+    A UDP ``connect`` only picks a route; no packet is sent.
+    """
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("10.255.255.255", 1))
+            ip = s.getsockname()[0]
+            return ip if ip and ip != "0.0.0.0" else "127.0.0.1"
+    except OSError:
+        return "127.0.0.1"
+
+
+class ClientCore:
+    """Client id ``ip@instance_name`` (instance name default ``pid#nanotime``, as RocketMQ
+    4.9+ does), the pool, the routes and the background tasks."""
+
+    def __init__(
+        self,
+        *,
+        namesrv: str | Sequence[str] | None = None,
+        instance_name: str | None = None,
+        client_ip: str | None = None,
+        request_timeout_ms: float = 3000,
+        connect_timeout_ms: float = 3000,
+        requests_inflight_max: int = 1024,
+        route_refresh_interval_s: float = 30.0,
+        default_topic_queue_nums: int = 4,
+    ) -> None:
+        self.client_ip = client_ip or local_ip()
+        self.instance_name = instance_name or f"{os.getpid()}#{time.monotonic_ns()}"
+        self.client_id = f"{self.client_ip}@{self.instance_name}"
+        self.request_timeout_ms = request_timeout_ms
+        self.pool = ConnectionPool(
+            connect_timeout_ms=connect_timeout_ms, requests_inflight_max=requests_inflight_max
+        )
+        self.routes = RouteClient(
+            self.pool,
+            namesrv,
+            timeout_ms=request_timeout_ms,
+            refresh_interval_s=route_refresh_interval_s,
+            default_topic_queue_nums=default_topic_queue_nums,
+        )
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.closed = False
+
+    def check_open(self) -> None:
+        if self.closed:
+            raise ClientClosedError("client is closed")
+
+    # -- background tasks --------------------------------------------------------------------
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], *, name: str) -> asyncio.Task[Any]:
+        """Run ``coro`` until it ends or the client closes; errors are logged."""
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("%s failed", task.get_name(), exc_info=task.exception())
+
+    def every(
+        self,
+        interval_s: float,
+        fn: Callable[[], Awaitable[object]],
+        *,
+        name: str,
+        first_delay_s: float | None = None,
+        wake: asyncio.Event | None = None,
+    ) -> asyncio.Task[Any]:
+        """Call ``fn`` every ``interval_s`` (and at once whenever ``wake`` is set)."""
+
+        async def loop() -> None:
+            delay = interval_s if first_delay_s is None else first_delay_s
+            while not self.closed:
+                if wake is None:
+                    await asyncio.sleep(delay)
+                else:
+                    try:
+                        async with asyncio.timeout(delay):
+                            await wake.wait()
+                    except TimeoutError:
+                        pass
+                    wake.clear()
+                if self.closed:
+                    return
+                try:
+                    await fn()
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    log.exception("%s failed", name)
+                delay = interval_s
+
+        return self.spawn(loop(), name=name)
+
+    async def stop_tasks(self) -> None:
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def close(self) -> None:
+        """Stop background tasks and close every connection."""
+        self.closed = True
+        await self.stop_tasks()
+        await self.pool.close()
+
+    # -- broker requests ---------------------------------------------------------------------
+
+    def broker_addr(self, broker_name: str) -> str:
+        """The master of ``broker_name`` (else any replica) from the cached routes."""
+        addr = self.routes.broker_addr(broker_name) or self.routes.broker_addr(
+            broker_name, master_only=False
+        )
+        if addr is None:
+            raise RouteNotFoundError(broker_name, "broker not in any known route")
+        return addr
+
+    async def resolve_broker(self, broker_name: str, topic: str | None = None) -> str:
+        """Like ``broker_addr``, fetching ``topic``'s route first if the broker is unknown."""
+        try:
+            return self.broker_addr(broker_name)
+        except RouteNotFoundError:
+            if topic is None:
+                raise
+        await self.routes.get(topic)
+        return self.broker_addr(broker_name)
+
+    async def invoke(
+        self, addr: str, cmd: RemotingCommand, timeout_ms: float | None = None
+    ) -> RemotingCommand:
+        self.check_open()
+        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        return await self.pool.invoke(addr, cmd, timeout)
+
+    async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
+        self.check_open()
+        await self.pool.invoke_oneway(addr, cmd)
+
+    async def invoke_broker(
+        self, broker_name: str, cmd: RemotingCommand, timeout_ms: float | None = None
+    ) -> RemotingCommand:
+        return await self.invoke(self.broker_addr(broker_name), cmd, timeout_ms)

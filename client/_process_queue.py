@@ -1,0 +1,97 @@
+"""Per-queue consumer state (RocketMQ's ``ProcessQueue``): the messages pulled and not yet
+done, the next offset to pull, and the queue's lock (orderly consumption).
+
+The offset a consumer may commit is the lowest offset still cached (pulled but not done),
+or the next offset to pull when nothing is cached. So a slow message holds the committed
+offset back and is redelivered after a crash, never skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Final
+
+from .message import MessageQueue, ReceivedMessage
+
+__all__ = ["ProcessQueue"]
+
+LOCK_MAX_LIVE_S: Final = 30.0  # rocketmq.client.rebalance.lockMaxLiveTime
+
+
+class ProcessQueue:
+    def __init__(self, mq: MessageQueue, next_offset: int) -> None:
+        self.mq = mq
+        self.next_offset = next_offset  # next offset to pull
+        # offset -> message; filled in increasing offset order, so the first key is the lowest
+        self.messages: dict[int, ReceivedMessage] = {}
+        self.size_bytes = 0
+        self.dropped = False
+        self.lock_expires_at = 0.0  # loop time
+        self.space = asyncio.Event()  # set when messages leave (flow control waits on it)
+        self.arrived = asyncio.Event()  # set when messages arrive (orderly waits on it)
+        self.lock_changed = asyncio.Event()
+        self.pull_task: asyncio.Task[None] | None = None
+        self.consume_task: asyncio.Task[None] | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"ProcessQueue({self.mq}, next={self.next_offset}, cached={len(self.messages)}, "
+            f"dropped={self.dropped})"
+        )
+
+    # -- messages ----------------------------------------------------------------------------
+
+    @property
+    def count(self) -> int:
+        return len(self.messages)
+
+    @property
+    def span(self) -> int:
+        """Offset distance between the first and last cached message."""
+        if not self.messages:
+            return 0
+        return next(reversed(self.messages)) - next(iter(self.messages))
+
+    def add(self, messages: list[ReceivedMessage]) -> list[ReceivedMessage]:
+        """Cache messages not cached yet; returns the ones added."""
+        added = []
+        for m in messages:
+            if m.queue_offset not in self.messages:
+                self.messages[m.queue_offset] = m
+                self.size_bytes += len(m.body)
+                added.append(m)
+        if added:
+            self.arrived.set()
+        return added
+
+    def first(self) -> ReceivedMessage | None:
+        return next(iter(self.messages.values()), None)
+
+    def replace(self, message: ReceivedMessage) -> None:
+        """Swap a cached message for a new copy (e.g. with a higher reconsume count)."""
+        if message.queue_offset in self.messages:
+            self.messages[message.queue_offset] = message
+
+    def remove(self, offset: int) -> None:
+        message = self.messages.pop(offset, None)
+        if message is not None:
+            self.size_bytes -= len(message.body)
+            self.space.set()
+
+    def commit_offset(self) -> int:
+        """The offset to commit: lowest cached, else the next to pull."""
+        return next(iter(self.messages), self.next_offset)
+
+    # -- locks (orderly, clustering) ---------------------------------------------------------
+
+    def set_locked(self, locked: bool, now: float) -> None:
+        self.lock_expires_at = now + LOCK_MAX_LIVE_S if locked else 0.0
+        self.lock_changed.set()
+
+    def lock_valid(self, now: float) -> bool:
+        return now < self.lock_expires_at
+
+    def drop(self) -> None:
+        self.dropped = True
+        for event in (self.space, self.arrived, self.lock_changed):
+            event.set()

@@ -1,0 +1,75 @@
+"""Queue offset queries to a queue's broker: GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
+SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME (32)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from broker.protocol import RemotingCommand, RequestCode
+from broker.protocol.errors import RemoteProtocolError
+from broker.protocol.headers import (
+    GetEarliestMsgStoretimeRequestHeader,
+    GetEarliestMsgStoretimeResponseHeader,
+    GetMaxOffsetRequestHeader,
+    GetMaxOffsetResponseHeader,
+    GetMinOffsetRequestHeader,
+    GetMinOffsetResponseHeader,
+    SearchOffsetRequestHeader,
+    SearchOffsetResponseHeader,
+)
+
+from .connection import check_response, make_request
+from .errors import UnknownBrokerError
+from .message import MessageQueue
+
+if TYPE_CHECKING:
+    from ._core import ClientCore
+
+__all__ = ["earliest_store_time", "max_offset", "min_offset", "search_offset"]
+
+
+async def _ask(core: ClientCore, mq: MessageQueue, cmd: RemotingCommand) -> RemotingCommand:
+    addr = await core.resolve_broker(mq.broker_name, mq.topic)
+    return check_response(await core.invoke(addr, cmd))
+
+
+def _malformed(response: RemotingCommand, error: RemoteProtocolError) -> UnknownBrokerError:
+    return UnknownBrokerError(response.code, f"malformed response: {error}")
+
+
+async def max_offset(core: ClientCore, mq: MessageQueue) -> int:
+    """One past the last message of the queue."""
+    header = GetMaxOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id)
+    response = await _ask(core, mq, make_request(RequestCode.GET_MAX_OFFSET, header))
+    try:
+        return GetMaxOffsetResponseHeader.from_ext_fields(response.ext_fields).offset
+    except RemoteProtocolError as e:
+        raise _malformed(response, e) from None
+
+
+async def min_offset(core: ClientCore, mq: MessageQueue) -> int:
+    header = GetMinOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id)
+    response = await _ask(core, mq, make_request(RequestCode.GET_MIN_OFFSET, header))
+    try:
+        return GetMinOffsetResponseHeader.from_ext_fields(response.ext_fields).offset
+    except RemoteProtocolError as e:
+        raise _malformed(response, e) from None
+
+
+async def search_offset(core: ClientCore, mq: MessageQueue, timestamp_ms: int) -> int:
+    """The offset of the first message stored at or after ``timestamp_ms`` (broker's rule)."""
+    header = SearchOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id, timestamp=timestamp_ms)
+    response = await _ask(core, mq, make_request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header))
+    try:
+        return SearchOffsetResponseHeader.from_ext_fields(response.ext_fields).offset
+    except RemoteProtocolError as e:
+        raise _malformed(response, e) from None
+
+
+async def earliest_store_time(core: ClientCore, mq: MessageQueue) -> int:
+    header = GetEarliestMsgStoretimeRequestHeader(topic=mq.topic, queue_id=mq.queue_id)
+    response = await _ask(core, mq, make_request(RequestCode.GET_EARLIEST_MSG_STORETIME, header))
+    try:
+        return GetEarliestMsgStoretimeResponseHeader.from_ext_fields(response.ext_fields).timestamp
+    except RemoteProtocolError as e:
+        raise _malformed(response, e) from None

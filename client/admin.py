@@ -1,0 +1,234 @@
+"""``Admin``: topic administration through the name server and the brokers.
+
+async with Admin("127.0.0.1:9876") as admin:
+    await admin.create_topic("Orders", queues=8)
+    print(await admin.list_topics())
+    for q in await admin.topic_status("Orders"):
+        print(q.queue, q.min_offset, q.max_offset, q.last_update_ms)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from broker.protocol import RequestCode
+from broker.protocol.codes import Perm
+from broker.protocol.errors import RemoteProtocolError
+from broker.protocol.headers import ClusterInfo, CreateTopicRequestHeader, decode_json_body
+
+from . import _queries
+from ._core import ClientCore
+from .connection import check_response, make_request
+from .errors import (
+    BrokerError,
+    ClientClosedError,
+    ClientError,
+    ClientUsageError,
+    RouteNotFoundError,
+)
+from .message import MessageQueue, validate_topic
+from .pull import TOOLS_GROUP, pull_queue
+from .route import AUTO_CREATE_TOPIC, MASTER_ID
+
+__all__ = ["Admin", "QueueStatus"]
+
+log = logging.getLogger("pocketmq.client.admin")
+
+
+@dataclass(frozen=True)
+class QueueStatus:
+    """``last_update_ms``: store time of the queue's last message (None when empty/unknown)."""
+
+    queue: MessageQueue
+    min_offset: int
+    max_offset: int
+    last_update_ms: int | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "topic": self.queue.topic,
+            "broker_name": self.queue.broker_name,
+            "queue_id": self.queue.queue_id,
+            "min_offset": self.min_offset,
+            "max_offset": self.max_offset,
+            "last_update_ms": self.last_update_ms,
+        }
+
+
+class _TopicList(msgspec.Struct, rename="camel"):
+    topic_list: list[str] = []
+
+
+class _WireQueue(msgspec.Struct, rename="camel"):
+    topic: str
+    broker_name: str
+    queue_id: int
+
+
+class _TopicOffset(msgspec.Struct, rename="camel"):
+    min_offset: int = 0
+    max_offset: int = 0
+    last_update_timestamp: int = 0
+
+
+class _TopicStatsTable(msgspec.Struct, rename="camel"):
+    # fastjson keys this map by MessageQueue objects; the lenient reader gives their JSON text
+    offset_table: dict[str, _TopicOffset] = {}
+
+
+class Admin:
+    """Administration client; an async context manager."""
+
+    def __init__(
+        self,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        request_timeout_ms: float = 3000,
+        instance_name: str | None = None,
+        client_ip: str | None = None,
+    ) -> None:
+        self._core = ClientCore(
+            namesrv=namesrv,
+            instance_name=instance_name,
+            client_ip=client_ip,
+            request_timeout_ms=request_timeout_ms,
+        )
+        self._started = False
+
+    async def start(self) -> None:
+        self._core.check_open()
+        self._started = True
+
+    async def close(self) -> None:
+        await self._core.close()
+
+    async def __aenter__(self) -> Admin:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _check_open(self) -> None:
+        if not self._started:
+            raise ClientClosedError("admin is not started")
+        self._core.check_open()
+
+    async def cluster_info(self) -> ClusterInfo:
+        """GET_BROKER_CLUSTER_INFO (106) from the name server."""
+        self._check_open()
+        response = check_response(
+            await self._core.routes.invoke_namesrv(RequestCode.GET_BROKER_CLUSTER_INFO)
+        )
+        return decode_json_body(response.body or b"{}", ClusterInfo)
+
+    async def create_topic(
+        self,
+        topic: str,
+        queues: int = 8,
+        *,
+        perm: int = int(Perm.READ | Perm.WRITE),
+        order: bool = False,
+        cluster: str | None = None,
+    ) -> list[str]:
+        """UPDATE_AND_CREATE_TOPIC (17) on every master broker (of ``cluster``, if given).
+
+        Returns the names of the brokers that now have the topic.
+        """
+        self._check_open()
+        validate_topic(topic, for_send=True)
+        if queues < 1:
+            raise ClientUsageError("a topic needs at least one queue")
+        info = await self.cluster_info()
+        names = set(info.broker_addr_table)
+        if cluster is not None:
+            names &= set(info.cluster_addr_table.get(cluster, []))
+        masters = {
+            name: info.broker_addr_table[name].broker_addrs[MASTER_ID]
+            for name in sorted(names)
+            if MASTER_ID in info.broker_addr_table[name].broker_addrs
+        }
+        if not masters:
+            raise RouteNotFoundError(topic, "no master broker registered with the name server")
+        header = CreateTopicRequestHeader(
+            topic=topic,
+            default_topic=AUTO_CREATE_TOPIC,
+            read_queue_nums=queues,
+            write_queue_nums=queues,
+            perm=perm,
+            topic_filter_type="SINGLE_TAG",
+            topic_sys_flag=0,
+            order=order,
+        )
+        for addr in masters.values():
+            cmd = make_request(RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+            check_response(await self._core.invoke(addr, cmd))
+        self._core.routes.forget(topic)
+        return list(masters)
+
+    async def list_topics(self) -> list[str]:
+        """GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), sorted."""
+        self._check_open()
+        response = check_response(
+            await self._core.routes.invoke_namesrv(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        )
+        return sorted(decode_json_body(response.body or b"{}", _TopicList).topic_list)
+
+    async def topic_status(self, topic: str) -> list[QueueStatus]:
+        """Per queue: min and max offset and the last message's store time.
+
+        Uses GET_TOPIC_STATS_INFO (202) where a broker supports it, else GET_MIN_OFFSET /
+        GET_MAX_OFFSET and a one-message pull of the last message.
+        """
+        self._check_open()
+        self._core.routes.forget(topic)
+        route = await self._core.routes.get(topic)
+        out: list[QueueStatus] = []
+        for broker_name, addr in sorted(route.master_addrs().items()):
+            queues = [mq for mq in route.subscribe_queues if mq.broker_name == broker_name]
+            try:
+                out.extend(await self._stats_table(addr, topic, broker_name))
+                continue
+            except (BrokerError, RemoteProtocolError) as e:
+                log.debug("GET_TOPIC_STATS_INFO on %s unavailable: %s", broker_name, e)
+            out.extend(await asyncio.gather(*(self._queue_status(mq) for mq in queues)))
+        return sorted(out, key=lambda s: s.queue)
+
+    async def _stats_table(self, addr: str, topic: str, broker_name: str) -> list[QueueStatus]:
+        cmd = make_request(RequestCode.GET_TOPIC_STATS_INFO, ext_fields={"topic": topic})
+        response = check_response(await self._core.invoke(addr, cmd))
+        table = decode_json_body(response.body or b"{}", _TopicStatsTable)
+        out = []
+        for key, value in table.offset_table.items():
+            try:
+                wq = msgspec.json.decode(key, type=_WireQueue)
+            except msgspec.DecodeError:
+                continue
+            out.append(
+                QueueStatus(
+                    queue=MessageQueue(wq.topic, wq.broker_name or broker_name, wq.queue_id),
+                    min_offset=value.min_offset,
+                    max_offset=value.max_offset,
+                    last_update_ms=value.last_update_timestamp or None,
+                )
+            )
+        return out
+
+    async def _queue_status(self, mq: MessageQueue) -> QueueStatus:
+        low = await _queries.min_offset(self._core, mq)
+        high = await _queries.max_offset(self._core, mq)
+        last: int | None = None
+        if high > low:
+            try:
+                result = await pull_queue(self._core, TOOLS_GROUP, mq, high - 1, 1)
+                if result.messages:
+                    last = result.messages[-1].store_timestamp
+            except ClientError as e:
+                log.debug("last message of %s unreadable: %s", mq, e)
+        return QueueStatus(mq, low, high, last)

@@ -1,0 +1,398 @@
+"""The asyncio adapter around the sans-I/O remoting codec, and a pool of connections.
+
+``Connection`` is an ``asyncio.Protocol``: bytes in go through ``FrameDecoder``; a response
+resolves the future registered under its ``opaque``; a request from the peer (the broker
+sends NOTIFY_CONSUMER_IDS_CHANGED and CHECK_TRANSACTION_STATE over the client's own
+connection) goes to a handler table. At most ``requests_inflight_max`` requests wait for a
+response at once; further callers wait for a slot (back-pressure instead of memory).
+
+``ConnectionPool`` keeps one connection per ``"host:port"`` and reconnects on demand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Final, cast
+
+from broker.protocol import (
+    FRAME_SIZE_MAX,
+    RPC_ONEWAY,
+    FrameDecoder,
+    LanguageCode,
+    MQVersion,
+    RemoteProtocolError,
+    RemotingCommand,
+    RemotingHeader,
+    ResponseCode,
+    encode_frame_parts,
+)
+
+from .errors import ClientClosedError, ConnectionLostError, RequestTimeoutError, error_for_code
+
+__all__ = [
+    "CLIENT_LANGUAGE",
+    "CLIENT_VERSION",
+    "Connection",
+    "ConnectionPool",
+    "RequestHandler",
+    "check_response",
+    "make_request",
+    "split_addr",
+]
+
+log = logging.getLogger("pocketmq.client.connection")
+
+# >= V4_9_4 (401): a real name server then answers route data in standard JSON.
+CLIENT_VERSION: Final = int(MQVersion.V5_3_3)
+CLIENT_LANGUAGE: Final = LanguageCode.PYTHON
+_OPAQUE_MAX: Final = 2**31 - 1  # a Java int
+
+# handler(connection, request) -> response, or None for no response
+RequestHandler = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand | None]]
+
+
+def make_request(
+    code: int,
+    header: RemotingHeader | None = None,
+    *,
+    body: bytes | None = None,
+    ext_fields: dict[str, str] | None = None,
+) -> RemotingCommand:
+    """A JSON-header request from this SDK (language PYTHON, version 479)."""
+    fields = header.to_ext_fields() if header is not None else ext_fields
+    return RemotingCommand(
+        code=int(code),
+        language=CLIENT_LANGUAGE,
+        version=CLIENT_VERSION,
+        ext_fields=fields,
+        body=body,
+    )
+
+
+def check_response(response: RemotingCommand, *ok_codes: int) -> RemotingCommand:
+    """Return ``response`` if its code is success (or one of ``ok_codes``), else raise."""
+    if response.code == ResponseCode.SUCCESS or response.code in ok_codes:
+        return response
+    raise error_for_code(response.code, response.remark)
+
+
+def split_addr(addr: str) -> tuple[str, int]:
+    """``"host:port"`` or ``"[v6]:port"`` -> (host, port)."""
+    host, sep, port = addr.strip().rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"address must be host:port, got {addr!r}")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return host, int(port)
+
+
+class Connection(asyncio.Protocol):
+    """One TCP connection to a name server or broker. Create with ``await Connection.open``."""
+
+    def __init__(
+        self,
+        addr: str,
+        *,
+        requests_inflight_max: int = 1024,
+        handlers: MutableMapping[int, RequestHandler] | None = None,
+        frame_size_max: int = FRAME_SIZE_MAX,
+    ) -> None:
+        if requests_inflight_max < 1:
+            raise ValueError("requests_inflight_max must be at least 1")
+        self.addr = addr
+        self._decoder = FrameDecoder(frame_size_max=frame_size_max)
+        self._handlers: MutableMapping[int, RequestHandler] = {} if handlers is None else handlers
+        self._transport: asyncio.Transport | None = None
+        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        self._slots = asyncio.Semaphore(requests_inflight_max)
+        self._opaque = 0
+        self._paused = False
+        self._drain_waiters: list[asyncio.Future[None]] = []
+        self._handler_tasks: set[asyncio.Task[None]] = set()
+        self._lost_reason: str | None = None
+        self._closed = asyncio.get_running_loop().create_future()
+
+    # -- opening and closing ---------------------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls,
+        addr: str,
+        *,
+        connect_timeout_ms: float = 3000,
+        requests_inflight_max: int = 1024,
+        handlers: MutableMapping[int, RequestHandler] | None = None,
+        frame_size_max: int = FRAME_SIZE_MAX,
+    ) -> Connection:
+        """Connect to ``addr`` ("host:port"); ``ConnectionLostError`` if that fails."""
+        host, port = split_addr(addr)
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(connect_timeout_ms / 1000):
+                _, protocol = await loop.create_connection(
+                    lambda: cls(
+                        addr,
+                        requests_inflight_max=requests_inflight_max,
+                        handlers=handlers,
+                        frame_size_max=frame_size_max,
+                    ),
+                    host,
+                    port,
+                )
+        except TimeoutError:
+            raise ConnectionLostError(addr, "connect timed out") from None
+        except OSError as e:
+            raise ConnectionLostError(addr, f"connect failed: {e}") from e
+        return protocol
+
+    @property
+    def is_closed(self) -> bool:
+        return self._lost_reason is not None or self._transport is None
+
+    @property
+    def requests_pending(self) -> int:
+        return len(self._pending)
+
+    def close(self) -> None:
+        """Start a graceful close: buffered writes are flushed, then ``connection_lost`` runs."""
+        if self._transport is None:  # never connected: nothing will call connection_lost
+            self.connection_lost(None)
+        elif self._lost_reason is None:
+            self._transport.close()
+
+    async def wait_closed(self) -> None:
+        await asyncio.shield(self._closed)
+
+    async def aclose(self) -> None:
+        self.close()
+        await self.wait_closed()
+
+    # -- asyncio.Protocol ------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it
+        self._transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            frames = self._decoder.feed(data)
+        except RemoteProtocolError as e:
+            # The stream is lost (as Java's NettyDecoder closes the channel); frames decoded
+            # before the bad one are still delivered.
+            for cmd in e.frames:
+                assert isinstance(cmd, RemotingCommand)
+                self._dispatch(cmd)
+            log.warning("%s: closing after a protocol error: %s", self.addr, e)
+            self._lost_reason = f"protocol error: {e}"
+            if self._transport is not None:
+                self._transport.abort()
+            return
+        for cmd in frames:
+            self._dispatch(cmd)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._lost_reason is None:
+            self._lost_reason = f"connection lost: {exc}" if exc else "connection closed"
+        reason = self._lost_reason
+        pending, self._pending = self._pending, {}
+        for future in pending.values():
+            if not future.done():
+                future.set_exception(ConnectionLostError(self.addr, reason))
+        self._wake_writers(ConnectionLostError(self.addr, reason))
+        for task in self._handler_tasks:
+            task.cancel()
+        if not self._closed.done():
+            self._closed.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        self._wake_writers(None)
+
+    # -- requests --------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._lost_reason is not None:
+            raise ConnectionLostError(self.addr, self._lost_reason)
+        if self._transport is None or self._transport.is_closing():
+            raise ConnectionLostError(self.addr, "connection is closing")
+
+    def _next_opaque(self) -> int:
+        self._opaque = self._opaque + 1 if self._opaque < _OPAQUE_MAX else 1
+        return self._opaque
+
+    async def invoke(self, cmd: RemotingCommand, timeout_ms: float) -> RemotingCommand:
+        """Send request ``cmd`` and return the response (whatever its code).
+
+        Raises ``RequestTimeoutError`` (including the wait for an in-flight slot) or
+        ``ConnectionLostError``. ``cmd.opaque`` and ``cmd.flag`` are overwritten.
+        """
+        self._check_open()
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(timeout_ms / 1000), self._slots:
+                self._check_open()
+                opaque = self._next_opaque()
+                cmd.opaque = opaque
+                cmd.flag = 0
+                future: asyncio.Future[RemotingCommand] = loop.create_future()
+                self._pending[opaque] = future
+                try:
+                    await self._write(cmd)
+                    return await future
+                finally:
+                    if self._pending.get(opaque) is future:
+                        del self._pending[opaque]
+        except TimeoutError:
+            raise RequestTimeoutError(self.addr, cmd.code, timeout_ms) from None
+
+    async def invoke_oneway(self, cmd: RemotingCommand) -> None:
+        """Send request ``cmd`` with the oneway bit: the peer sends no response."""
+        self._check_open()
+        cmd.opaque = self._next_opaque()
+        cmd.flag = RPC_ONEWAY
+        await self._write(cmd)
+
+    async def _write(self, cmd: RemotingCommand) -> None:
+        parts = encode_frame_parts(cmd)
+        self._check_open()
+        assert self._transport is not None
+        self._transport.writelines(parts)
+        if self._paused:  # the socket buffer is full: wait instead of queueing more
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._drain_waiters.append(waiter)
+            await waiter
+
+    def _wake_writers(self, error: Exception | None) -> None:
+        waiters, self._drain_waiters = self._drain_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                if error is None:
+                    waiter.set_result(None)
+                else:
+                    waiter.set_exception(error)
+
+    # -- incoming --------------------------------------------------------------------------
+
+    def _dispatch(self, cmd: RemotingCommand) -> None:
+        if cmd.is_response:
+            future = self._pending.pop(cmd.opaque, None)
+            if future is None or future.done():
+                log.debug("%s: response for unknown opaque %d dropped", self.addr, cmd.opaque)
+            else:
+                future.set_result(cmd)
+            return
+        handler = self._handlers.get(cmd.code)
+        if handler is None:
+            if not cmd.is_oneway:
+                self._respond(
+                    cmd.make_response(
+                        ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                        f" request type {cmd.code} not supported",
+                        language=CLIENT_LANGUAGE,
+                        version=CLIENT_VERSION,
+                    )
+                )
+            else:
+                log.debug("%s: oneway request %d without a handler", self.addr, cmd.code)
+            return
+        task = asyncio.get_running_loop().create_task(self._run_handler(handler, cmd))
+        self._handler_tasks.add(task)
+        task.add_done_callback(self._handler_tasks.discard)
+
+    async def _run_handler(self, handler: RequestHandler, cmd: RemotingCommand) -> None:
+        try:
+            response = await handler(self, cmd)
+        except Exception as e:  # a handler bug must not kill the connection
+            log.exception("%s: handler for request %d failed", self.addr, cmd.code)
+            response = cmd.make_response(
+                ResponseCode.SYSTEM_ERROR,
+                str(e),
+                language=CLIENT_LANGUAGE,
+                version=CLIENT_VERSION,
+            )
+        if response is not None and not cmd.is_oneway:
+            self._respond(response)
+
+    def _respond(self, response: RemotingCommand) -> None:
+        if self._lost_reason is None and self._transport is not None:
+            if not self._transport.is_closing():
+                self._transport.writelines(encode_frame_parts(response))
+
+
+class ConnectionPool:
+    """One connection per address, opened on first use and re-opened after it drops.
+
+    ``handlers`` (request code -> handler) is shared by every connection, so handlers
+    registered later apply to connections that already exist.
+    """
+
+    def __init__(
+        self,
+        *,
+        connect_timeout_ms: float = 3000,
+        requests_inflight_max: int = 1024,
+        frame_size_max: int = FRAME_SIZE_MAX,
+    ) -> None:
+        self.connect_timeout_ms = connect_timeout_ms
+        self.requests_inflight_max = requests_inflight_max
+        self.frame_size_max = frame_size_max
+        self.handlers: dict[int, RequestHandler] = {}
+        self._connections: dict[str, Connection] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._closed = False
+
+    @property
+    def addresses(self) -> list[str]:
+        """Addresses with an open connection."""
+        return [a for a, c in self._connections.items() if not c.is_closed]
+
+    async def get(self, addr: str) -> Connection:
+        """The open connection to ``addr``, connecting if there is none."""
+        conn = self._connections.get(addr)
+        if conn is not None and not conn.is_closed:
+            return conn
+        if self._closed:
+            raise ClientClosedError("connection pool is closed")
+        lock = self._locks.setdefault(addr, asyncio.Lock())
+        async with lock:
+            conn = self._connections.get(addr)
+            if conn is not None and not conn.is_closed:
+                return conn
+            conn = await Connection.open(
+                addr,
+                connect_timeout_ms=self.connect_timeout_ms,
+                requests_inflight_max=self.requests_inflight_max,
+                handlers=self.handlers,
+                frame_size_max=self.frame_size_max,
+            )
+            if self._closed:  # closed while we were connecting
+                await conn.aclose()
+                raise ClientClosedError("connection pool is closed")
+            self._connections[addr] = conn
+            return conn
+
+    async def invoke(self, addr: str, cmd: RemotingCommand, timeout_ms: float) -> RemotingCommand:
+        """Send ``cmd`` to ``addr``; connecting counts against ``timeout_ms``."""
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        conn = await self.get(addr)
+        remaining_ms = max(timeout_ms - (loop.time() - start) * 1000, 1.0)
+        return await conn.invoke(cmd, remaining_ms)
+
+    async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
+        conn = await self.get(addr)
+        await conn.invoke_oneway(cmd)
+
+    async def close(self) -> None:
+        """Close every connection and wait until they are closed."""
+        self._closed = True
+        connections = list(self._connections.values())
+        self._connections.clear()
+        for conn in connections:
+            conn.close()
+        await asyncio.gather(*(c.wait_closed() for c in connections))

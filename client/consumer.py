@@ -1,0 +1,899 @@
+"""``PushConsumer``: RocketMQ's push consumer over long-polling pulls.
+
+Two ways to consume, one model underneath (RocketMQ's listener):
+
+* **listener**: ``consumer.listener = async def fn(message) -> ConsumeResult | None``.
+  Returning ``None`` or ``ConsumeResult.SUCCESS`` consumes the message; returning
+  ``ConsumeResult.RECONSUME_LATER`` or raising asks for a redelivery.
+* **iterator** (when no listener is set at ``start()``)::
+
+      async for message in consumer:
+          ...
+          await consumer.ack(message)          # or ack(message, ConsumeResult.RECONSUME_LATER)
+
+  Each message must be acknowledged; until it is, it counts as being consumed: it holds
+  the committed offset back, uses one of ``consume_concurrency`` slots, and in orderly mode
+  holds back the rest of its queue. Messages not acknowledged when the consumer closes are
+  redelivered later.
+
+Behaviour (RocketMQ ``DefaultMQPushConsumer``; remoting.md §5.3, rocketmq-store.md §7, §10):
+
+* clustering: each message goes to one consumer of the group. Queues are shared out by
+  ``allocate`` (``AllocateMessageQueueAveragely``) every ``rebalance_interval_s`` (20 s) and at
+  once on NOTIFY_CONSUMER_IDS_CHANGED; offsets live on the broker. Failed messages go back
+  through CONSUMER_SEND_MSG_BACK (delay level 0: the broker picks 3 + reconsume times) and
+  arrive again from ``%RETRY%<group>``; if the broker refuses, the message is retried
+  locally after ``local_retry_delay_ms``.
+* broadcasting: every consumer gets every queue; offsets live in a local JSON file; failed
+  messages are logged and never retried.
+* concurrent: up to ``consume_concurrency`` messages at once; the committed offset stays at
+  the lowest message still being processed.
+* orderly: one message at a time per queue, in queue order. In clustering mode a queue is
+  consumed only while this client holds its broker lock (LOCK_BATCH_MQ before the first
+  pull and every ``lock_interval_s``; UNLOCK_BATCH_MQ when the queue is given up). A
+  failed message is retried in place after ``orderly_retry_delay_ms``.
+* back-pressure: a queue is not pulled while it caches ``max_cached_messages_per_queue``
+  messages or ``max_cached_bytes_per_queue`` bytes (or, concurrently, spans more than
+  ``max_offset_span`` offsets).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from enum import StrEnum
+from os import PathLike
+from typing import Any, Final, Literal
+
+from broker.protocol import RemotingCommand, RequestCode, ResponseCode
+from broker.protocol.codes import PullSysFlag
+from broker.protocol.errors import RemoteProtocolError
+from broker.protocol.headers import (
+    ConsumerData,
+    ConsumerListBody,
+    ConsumerSendMsgBackRequestHeader,
+    GetConsumerListByGroupRequestHeader,
+    HeartbeatData,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    PullMessageRequestHeader,
+    PullMessageResponseHeader,
+    UnlockBatchRequestBody,
+    UnregisterClientRequestHeader,
+    decode_json_body,
+    encode_json_body,
+)
+from broker.protocol.message_codec import decode_messages
+
+from . import _queries
+from ._core import ClientCore
+from ._process_queue import ProcessQueue
+from .connection import Connection, check_response, make_request
+from .errors import ClientClosedError, ClientError, ClientUsageError
+from .filter import TagExpression
+from .message import RETRY_TOPIC_PREFIX, MessageQueue, ReceivedMessage, validate_topic
+from .offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore, default_offsets_dir
+from .rebalance import AllocateStrategy, allocate_averagely
+from .route import TopicRoute
+
+__all__ = ["ConsumeResult", "Listener", "PushConsumer"]
+
+log = logging.getLogger("pocketmq.client.consumer")
+
+_FLOW_CONTROL_DELAY_S: Final = 0.02  # RocketMQ waits 20 ms after FLOW_CONTROL (215)
+_UNREGISTER_TIMEOUT_MS: Final = 1000
+_MAX_RECONSUME_CONCURRENT: Final = 16  # -1 in RocketMQ means 16 for concurrent consumers
+
+
+class ConsumeResult(StrEnum):
+    SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+
+
+Listener = Callable[[ReceivedMessage], Awaitable[ConsumeResult | None]]
+
+_MODELS: Final = {"clustering": "CLUSTERING", "broadcasting": "BROADCASTING"}
+_FROM_WHERE: Final = {
+    "last": "CONSUME_FROM_LAST_OFFSET",
+    "first": "CONSUME_FROM_FIRST_OFFSET",
+    "timestamp": "CONSUME_FROM_TIMESTAMP",
+}
+
+
+@dataclasses.dataclass
+class _Subscription:
+    expression: TagExpression
+    sub_version: int
+
+
+class _Closed:
+    """Sentinel in the iterator inbox."""
+
+
+class PushConsumer:
+    """A push consumer; an async context manager (``start()`` / ``close()``).
+
+    Options (keyword-only; defaults are RocketMQ's):
+
+    * ``namesrv``: "host:port[;host:port]", default env ``NAMESRV_ADDR``, else 127.0.0.1:9876
+    * ``message_model``: ``"clustering"`` (default) or ``"broadcasting"``
+    * ``consume_from``: where a queue with no committed offset starts: ``"last"`` (default;
+      retry queues start at 0), ``"first"``, or ``"timestamp"`` (``consume_timestamp_ms``,
+      default 30 minutes ago). As in RocketMQ, a broker may answer offset 0 instead of "no
+      offset" for a queue that still holds its first message, so a new group can start
+      at the beginning of a young queue even with ``"last"``
+    * ``orderly`` (False): one message at a time per queue (see the module docstring)
+    * ``listener``: the async consume function (or set ``consumer.listener``)
+    * ``consume_concurrency`` (20): messages consumed at once
+    * ``pull_batch_size`` (32), ``max_cached_messages_per_queue`` (1000),
+      ``max_cached_bytes_per_queue`` (100 MiB), ``max_offset_span`` (2000)
+    * ``max_reconsume_times``: deliveries before the broker moves a message to
+      ``%DLQ%<group>`` (default 16; unlimited for orderly)
+    * ``allocate`` (``allocate_averagely``): the queue allocation strategy
+    * ``offsets_dir``: broadcasting offset file folder
+      (default ``~/.rocketmq_offsets/<clientId>/<group>``; set ``instance_name`` to keep
+      the same client id, and so the same file, across restarts)
+    * intervals: ``rebalance_interval_s`` (20), ``heartbeat_interval_s`` (30),
+      ``persist_interval_s`` (5), ``route_refresh_interval_s`` (30), ``lock_interval_s`` (20)
+    * pulls: ``pull_suspend_ms`` (15000, broker long-poll), ``pull_timeout_ms`` (30000),
+      ``pull_delay_on_error_ms`` (1000)
+    * retries: ``orderly_retry_delay_ms`` (1000), ``local_retry_delay_ms`` (5000)
+    * ``close_timeout_ms`` (5000): how long ``close()`` waits for messages being consumed
+    """
+
+    def __init__(
+        self,
+        group: str,
+        *,
+        namesrv: str | Sequence[str] | None = None,
+        message_model: Literal["clustering", "broadcasting"] = "clustering",
+        consume_from: Literal["last", "first", "timestamp"] = "last",
+        consume_timestamp_ms: int | None = None,
+        orderly: bool = False,
+        listener: Listener | None = None,
+        consume_concurrency: int = 20,
+        pull_batch_size: int = 32,
+        max_cached_messages_per_queue: int = 1000,
+        max_cached_bytes_per_queue: int = 100 * 1024 * 1024,
+        max_offset_span: int = 2000,
+        max_reconsume_times: int | None = None,
+        allocate: AllocateStrategy = allocate_averagely,
+        offsets_dir: str | PathLike[str] | None = None,
+        instance_name: str | None = None,
+        client_ip: str | None = None,
+        rebalance_interval_s: float = 20.0,
+        heartbeat_interval_s: float = 30.0,
+        persist_interval_s: float = 5.0,
+        route_refresh_interval_s: float = 30.0,
+        lock_interval_s: float = 20.0,
+        pull_suspend_ms: int = 15000,
+        pull_timeout_ms: float = 30000,
+        pull_delay_on_error_ms: float = 1000,
+        orderly_retry_delay_ms: float = 1000,
+        local_retry_delay_ms: float = 5000,
+        request_timeout_ms: float = 3000,
+        close_timeout_ms: float = 5000,
+    ) -> None:
+        if not group:
+            raise ClientUsageError("consumer group must not be empty")
+        if message_model not in _MODELS:
+            raise ClientUsageError(f"message_model must be one of {sorted(_MODELS)}")
+        if consume_from not in _FROM_WHERE:
+            raise ClientUsageError(f"consume_from must be one of {sorted(_FROM_WHERE)}")
+        if consume_concurrency < 1 or pull_batch_size < 1 or max_cached_messages_per_queue < 1:
+            raise ClientUsageError(
+                "consume_concurrency, pull_batch_size and max_cached_* must be >= 1"
+            )
+        self.group = group
+        self.message_model = message_model
+        self.consume_from = consume_from
+        self.consume_timestamp_ms = consume_timestamp_ms
+        self.orderly = orderly
+        self.listener = listener
+        self.consume_concurrency = consume_concurrency
+        self.pull_batch_size = pull_batch_size
+        self.max_cached_messages_per_queue = max_cached_messages_per_queue
+        self.max_cached_bytes_per_queue = max_cached_bytes_per_queue
+        self.max_offset_span = max_offset_span
+        if max_reconsume_times is None:
+            max_reconsume_times = None if orderly else _MAX_RECONSUME_CONCURRENT
+        self.max_reconsume_times = max_reconsume_times
+        self.allocate = allocate
+        self.rebalance_interval_s = rebalance_interval_s
+        self.heartbeat_interval_s = heartbeat_interval_s
+        self.persist_interval_s = persist_interval_s
+        self.lock_interval_s = lock_interval_s
+        self.pull_suspend_ms = pull_suspend_ms
+        self.pull_timeout_ms = pull_timeout_ms
+        self.pull_delay_on_error_ms = pull_delay_on_error_ms
+        self.orderly_retry_delay_ms = orderly_retry_delay_ms
+        self.local_retry_delay_ms = local_retry_delay_ms
+        self.close_timeout_ms = close_timeout_ms
+
+        self._core = ClientCore(
+            namesrv=namesrv,
+            instance_name=instance_name,
+            client_ip=client_ip,
+            request_timeout_ms=request_timeout_ms,
+            route_refresh_interval_s=route_refresh_interval_s,
+        )
+        self._offsets: OffsetStore
+        if self.clustering:
+            self._offsets = RemoteOffsetStore(self._core, group)
+        else:
+            directory = offsets_dir or default_offsets_dir(self._core.client_id, group)
+            self._offsets = LocalFileOffsetStore(directory)
+        self._subscriptions: dict[str, _Subscription] = {}
+        self._created_ms = int(time.time() * 1000)
+        self._pqs: dict[MessageQueue, ProcessQueue] = {}
+        self._rebalance_lock = asyncio.Lock()
+        self._rebalance_wake = asyncio.Event()
+        self._work: asyncio.Queue[tuple[ProcessQueue, ReceivedMessage] | None] = asyncio.Queue()
+        self._workers: list[asyncio.Task[None]] = []
+        self._slots = asyncio.Semaphore(consume_concurrency)
+        self._retry_tasks: set[asyncio.Task[None]] = set()
+        # iterator mode
+        self._iterating = False
+        self._inbox: asyncio.Queue[tuple[ReceivedMessage, asyncio.Future[Any]] | _Closed] = (
+            asyncio.Queue()
+        )
+        self._awaiting_ack: dict[tuple[MessageQueue, int], asyncio.Future[Any]] = {}
+        self._started = False
+        self._closing = False
+        self._closed = False
+
+    # -- properties --------------------------------------------------------------------------
+
+    @property
+    def clustering(self) -> bool:
+        return self.message_model == "clustering"
+
+    @property
+    def client_id(self) -> str:
+        return self._core.client_id
+
+    @property
+    def retry_topic(self) -> str:
+        return RETRY_TOPIC_PREFIX + self.group
+
+    @property
+    def assigned_queues(self) -> list[MessageQueue]:
+        """Queues this consumer currently owns (and pulls), sorted."""
+        return sorted(self._pqs)
+
+    def committed_offset(self, mq: MessageQueue) -> int | None:
+        """The offset held in memory for ``mq`` (what the next commit sends)."""
+        return self._offsets.read(mq)
+
+    def _need_lock(self) -> bool:
+        return self.orderly and self.clustering
+
+    # -- subscriptions -----------------------------------------------------------------------
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Consume ``topic``'s messages whose tag matches ``expression`` ("*" or "A || B")."""
+        if self._closed or self._closing:
+            raise ClientClosedError("consumer is closed")
+        validate_topic(topic)
+        if topic.startswith(RETRY_TOPIC_PREFIX):
+            raise ClientUsageError("retry topics are subscribed automatically")
+        sub = _Subscription(TagExpression.parse(expression), int(time.time() * 1000))
+        self._subscriptions[topic] = sub
+        if self._started:  # tell the brokers, then take queues
+            self._core.spawn(self._resubscribe(), name="consumer-resubscribe")
+
+    def unsubscribe(self, topic: str) -> None:
+        if self._subscriptions.pop(topic, None) is not None and self._started:
+            self._core.spawn(self._resubscribe(), name="consumer-resubscribe")
+
+    async def _resubscribe(self) -> None:
+        await self._refresh_routes()
+        await self._heartbeat_all()
+        self._rebalance_wake.set()
+
+    def _all_subscriptions(self) -> dict[str, _Subscription]:
+        subs = dict(self._subscriptions)
+        if self.clustering and subs:
+            # RocketMQ's copySubscription: redeliveries come from %RETRY%<group>
+            subs[self.retry_topic] = _Subscription(TagExpression.parse("*"), self._created_ms)
+        return subs
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Register with the brokers, take queues and start pulling."""
+        if self._closed or self._closing:
+            raise ClientClosedError("consumer is closed")
+        if self._started:
+            return
+        if not self._subscriptions:
+            raise ClientUsageError("subscribe to at least one topic before start()")
+        if self.consume_timestamp_ms is None:
+            self.consume_timestamp_ms = int(time.time() * 1000) - 30 * 60 * 1000
+        self._iterating = self.listener is None
+        await self._offsets.load()
+        self._started = True
+        core = self._core
+        core.pool.handlers[RequestCode.NOTIFY_CONSUMER_IDS_CHANGED] = self._on_ids_changed
+        if not self.orderly:
+            self._workers = [
+                asyncio.get_running_loop().create_task(self._worker(), name=f"consume-{i}")
+                for i in range(self.consume_concurrency)
+            ]
+        await self._refresh_routes()
+        await self._heartbeat_all()
+        await self._rebalance()
+        core.every(self.heartbeat_interval_s, self._heartbeat_all, name="consumer-heartbeat")
+        core.every(core.routes.refresh_interval_s, self._refresh_routes, name="consumer-routes")
+        core.every(self.persist_interval_s, self._persist_offsets, name="consumer-offsets")
+        core.every(
+            self.rebalance_interval_s,
+            self._rebalance,
+            name="consumer-rebalance",
+            wake=self._rebalance_wake,
+        )
+        if self._need_lock():
+            core.every(self.lock_interval_s, self._lock_all, name="consumer-lock")
+
+    async def close(self) -> None:
+        """Stop pulling, let messages being consumed finish (up to ``close_timeout_ms``),
+        commit offsets, release orderly locks and unregister. Idempotent."""
+        if self._closed or self._closing:
+            return
+        self._closing = True
+        core = self._core
+        await core.stop_tasks()  # no more rebalances, heartbeats or commits in the background
+        pqs = list(self._pqs.values())
+        await self._cancel_all([pq.pull_task for pq in pqs if pq.pull_task])
+        await self._cancel_all(list(self._retry_tasks))
+        # iterator mode: messages not handed out yet, or not acknowledged, are given back
+        self._inbox.put_nowait(_Closed())
+        while not self._inbox.empty():
+            item = self._inbox.get_nowait()
+            if not isinstance(item, _Closed):
+                item[1].cancel()
+        for future in self._awaiting_ack.values():
+            future.cancel()
+        self._awaiting_ack.clear()
+        self._inbox.put_nowait(_Closed())  # wakes every pending __anext__
+        for pq in pqs:
+            pq.arrived.set()  # orderly loops see _closing and stop
+        consumers = self._workers + [pq.consume_task for pq in pqs if pq.consume_task]
+        for _ in self._workers:
+            self._work.put_nowait(None)  # stop marker
+        if consumers:
+            _, still_running = await asyncio.wait(consumers, timeout=self.close_timeout_ms / 1000)
+            await self._cancel_all(list(still_running))
+        await self._cancel_all(consumers)
+        for pq in pqs:
+            pq.drop()
+        if self._started:
+            await self._offsets.persist_all([pq.mq for pq in pqs], oneway=False)
+            if self._need_lock():
+                await self._unlock([pq.mq for pq in pqs])
+            await self._unregister()
+        self._pqs.clear()
+        self._closed = True
+        await core.close()
+
+    @staticmethod
+    async def _cancel_all(tasks: Sequence[asyncio.Task[Any]]) -> None:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def __aenter__(self) -> PushConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- iterator mode -----------------------------------------------------------------------
+
+    def __aiter__(self) -> PushConsumer:
+        return self
+
+    async def __anext__(self) -> ReceivedMessage:
+        try:
+            return await self.receive()
+        except ClientClosedError:
+            raise StopAsyncIteration from None
+
+    async def receive(self, timeout_ms: float | None = None) -> ReceivedMessage:
+        """The next message (iterator mode); acknowledge it with ``ack``.
+
+        Raises ``ClientClosedError`` once the consumer is closed, ``TimeoutError`` after
+        ``timeout_ms``.
+        """
+        if not self._started:
+            raise ClientClosedError("consumer is not started")
+        if not self._iterating:
+            raise ClientUsageError("a listener is set: messages go to the listener")
+        while True:
+            if timeout_ms is None:
+                item = await self._inbox.get()
+            else:
+                async with asyncio.timeout(timeout_ms / 1000):
+                    item = await self._inbox.get()
+            if isinstance(item, _Closed):
+                self._inbox.put_nowait(item)  # for other waiters
+                raise ClientClosedError("consumer is closed")
+            message, future = item
+            if future.done():  # given back meanwhile
+                continue
+            self._awaiting_ack[(message.queue, message.queue_offset)] = future
+            return message
+
+    async def ack(
+        self, message: ReceivedMessage, result: ConsumeResult = ConsumeResult.SUCCESS
+    ) -> None:
+        """Settle a message from the iterator: consumed, or ``RECONSUME_LATER``."""
+        future = self._awaiting_ack.pop((message.queue, message.queue_offset), None)
+        if future is None:
+            raise ClientUsageError(
+                f"message at {message.queue}:{message.queue_offset} is not awaiting an ack"
+            )
+        if not future.done():
+            future.set_result(ConsumeResult(result))
+
+    async def _inbox_listener(self, message: ReceivedMessage) -> ConsumeResult:
+        future: asyncio.Future[ConsumeResult] = asyncio.get_running_loop().create_future()
+        self._inbox.put_nowait((message, future))
+        return await future
+
+    # -- consuming ---------------------------------------------------------------------------
+
+    async def _call_listener(self, message: ReceivedMessage) -> ConsumeResult:
+        listener = self._inbox_listener if self._iterating else self.listener
+        assert listener is not None
+        try:
+            result: Any = listener(message)
+            if inspect.isawaitable(result):
+                result = await result
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("listener failed on %s at %s", message.msg_id, message.queue)
+            return ConsumeResult.RECONSUME_LATER
+        if result is None or result == ConsumeResult.SUCCESS:
+            return ConsumeResult.SUCCESS
+        if result != ConsumeResult.RECONSUME_LATER:
+            log.warning("listener returned %r; treated as RECONSUME_LATER", result)
+        return ConsumeResult.RECONSUME_LATER
+
+    async def _worker(self) -> None:
+        """Concurrent mode: consume queued messages one by one."""
+        while True:
+            item = await self._work.get()
+            if item is None:  # stop marker from close()
+                return
+            pq, message = item
+            if pq.dropped or self._closing:
+                continue
+            await self._consume_concurrently(pq, message)
+
+    async def _consume_concurrently(self, pq: ProcessQueue, message: ReceivedMessage) -> None:
+        result = await self._call_listener(message)
+        if pq.dropped:  # the queue went to another consumer: its result no longer counts
+            return
+        if result is ConsumeResult.RECONSUME_LATER:
+            if not self.clustering:
+                log.warning("broadcasting: message %s failed and is dropped", message.msg_id)
+            elif not await self._send_back(message, delay_level=0):
+                retry = dataclasses.replace(message, reconsume_times=message.reconsume_times + 1)
+                pq.replace(retry)
+                self._retry_later(pq, retry)
+                return
+        self._done(pq, message)
+
+    def _done(self, pq: ProcessQueue, message: ReceivedMessage) -> None:
+        pq.remove(message.queue_offset)
+        self._offsets.update(pq.mq, pq.commit_offset(), increase_only=not self.orderly)
+
+    def _retry_later(self, pq: ProcessQueue, message: ReceivedMessage) -> None:
+        async def later() -> None:
+            await asyncio.sleep(self.local_retry_delay_ms / 1000)
+            if not pq.dropped and not self._closing:
+                self._work.put_nowait((pq, message))
+
+        task = asyncio.get_running_loop().create_task(later())
+        self._retry_tasks.add(task)
+        task.add_done_callback(self._retry_tasks.discard)
+
+    async def _orderly_loop(self, pq: ProcessQueue) -> None:
+        """Orderly mode: this queue's messages, one at a time, in offset order."""
+        loop = asyncio.get_running_loop()
+        while not pq.dropped and not self._closing:
+            if self._need_lock() and not pq.lock_valid(loop.time()):
+                pq.lock_changed.clear()
+                await self._wait_event(pq.lock_changed, self.lock_interval_s)
+                continue
+            message = pq.first()
+            if message is None:
+                pq.arrived.clear()
+                await pq.arrived.wait()
+                continue
+            async with self._slots:
+                if pq.dropped or self._closing:
+                    return
+                result = await self._call_listener(message)
+            if pq.dropped:
+                return
+            if result is ConsumeResult.SUCCESS or not self.clustering:
+                if result is not ConsumeResult.SUCCESS:
+                    log.warning("broadcasting: message %s failed and is dropped", message.msg_id)
+                self._done(pq, message)
+                continue
+            attempts = message.reconsume_times + 1
+            if self.max_reconsume_times is not None and attempts >= self.max_reconsume_times:
+                # delay level -1: the broker moves it straight to %DLQ%<group>
+                if await self._send_back(message, delay_level=-1):
+                    self._done(pq, message)
+                    continue
+            pq.replace(dataclasses.replace(message, reconsume_times=attempts))
+            await asyncio.sleep(self.orderly_retry_delay_ms / 1000)
+
+    @staticmethod
+    async def _wait_event(event: asyncio.Event, timeout_s: float) -> None:
+        try:
+            async with asyncio.timeout(timeout_s):
+                await event.wait()
+        except TimeoutError:
+            pass
+
+    async def _send_back(self, message: ReceivedMessage, *, delay_level: int) -> bool:
+        """CONSUMER_SEND_MSG_BACK; False (and logged) if the broker cannot take it."""
+        header = ConsumerSendMsgBackRequestHeader(
+            offset=message.commitlog_offset,
+            group=self.group,
+            delay_level=delay_level,
+            origin_msg_id=message.msg_id,
+            origin_topic=message.topic,
+            unit_mode=False,
+            max_reconsume_times=self.max_reconsume_times,
+        )
+        try:
+            addr = self._core.broker_addr(message.queue.broker_name)
+            cmd = make_request(RequestCode.CONSUMER_SEND_MSG_BACK, header)
+            check_response(await self._core.invoke(addr, cmd))
+        except ClientError as e:
+            log.warning("send back of %s refused, retrying locally: %s", message.msg_id, e)
+            return False
+        return True
+
+    # -- pulling -----------------------------------------------------------------------------
+
+    async def _wait_for_room(self, pq: ProcessQueue) -> None:
+        while not pq.dropped and not self._closing:
+            full = (
+                pq.count >= self.max_cached_messages_per_queue
+                or pq.size_bytes >= self.max_cached_bytes_per_queue
+                or (not self.orderly and pq.span > self.max_offset_span)
+            )
+            if not full:
+                return
+            pq.space.clear()
+            await pq.space.wait()
+
+    def _pull_request(self, pq: ProcessQueue, sub: _Subscription) -> RemotingCommand:
+        commit = self._offsets.read(pq.mq) if self.clustering else None
+        sys_flag = PullSysFlag.SUSPEND
+        if commit is not None and commit > 0:
+            sys_flag |= PullSysFlag.COMMIT_OFFSET
+        header = PullMessageRequestHeader(
+            consumer_group=self.group,
+            topic=pq.mq.topic,
+            queue_id=pq.mq.queue_id,
+            queue_offset=pq.next_offset,
+            max_msg_nums=self.pull_batch_size,
+            sys_flag=int(sys_flag),
+            commit_offset=commit if commit is not None and commit > 0 else 0,
+            suspend_timeout_millis=self.pull_suspend_ms,
+            sub_version=sub.sub_version,
+            expression_type="TAG",
+        )
+        return make_request(RequestCode.PULL_MESSAGE, header)
+
+    async def _pull_loop(self, pq: ProcessQueue) -> None:
+        loop = asyncio.get_running_loop()
+        mq = pq.mq
+        error_delay = self.pull_delay_on_error_ms / 1000
+        while not pq.dropped and not self._closing:
+            await self._wait_for_room(pq)
+            if pq.dropped or self._closing:
+                return
+            if self._need_lock() and not pq.lock_valid(loop.time()):
+                pq.lock_changed.clear()
+                await self._wait_event(pq.lock_changed, self.lock_interval_s)
+                continue
+            sub = self._all_subscriptions().get(mq.topic)
+            if sub is None:  # unsubscribed; the next rebalance drops the queue
+                await asyncio.sleep(error_delay)
+                continue
+            try:
+                addr = self._core.broker_addr(mq.broker_name)
+                response = await self._core.invoke(
+                    addr, self._pull_request(pq, sub), self.pull_timeout_ms
+                )
+                delay = self._on_pull_response(pq, sub, response)
+            except (ClientError, RemoteProtocolError) as e:
+                log.debug("pull from %s failed: %s", mq, e)
+                delay = error_delay
+            if delay is None:
+                return
+            if delay:
+                await asyncio.sleep(delay)
+
+    def _on_pull_response(
+        self, pq: ProcessQueue, sub: _Subscription, response: RemotingCommand
+    ) -> float | None:
+        """Apply a pull response; returns the delay before the next pull (None: stop)."""
+        if pq.dropped:
+            return None
+        code = response.code
+        error_delay = self.pull_delay_on_error_ms / 1000
+        if code == ResponseCode.FLOW_CONTROL:
+            return _FLOW_CONTROL_DELAY_S
+        if code in (ResponseCode.SUBSCRIPTION_NOT_EXIST, ResponseCode.SUBSCRIPTION_NOT_LATEST):
+            self._core.spawn(self._heartbeat_all(), name="consumer-heartbeat-now")
+            return error_delay
+        if code not in (
+            ResponseCode.SUCCESS,
+            ResponseCode.PULL_NOT_FOUND,
+            ResponseCode.PULL_RETRY_IMMEDIATELY,
+            ResponseCode.PULL_OFFSET_MOVED,
+        ):
+            log.debug("pull from %s: code %d %s", pq.mq, code, response.remark)
+            return error_delay
+        header = PullMessageResponseHeader.from_ext_fields(response.ext_fields)
+        if code == ResponseCode.PULL_OFFSET_MOVED:
+            self._core.spawn(self._offset_moved(pq, header.next_begin_offset), name="offset-moved")
+            return None
+        pq.next_offset = header.next_begin_offset
+        messages: list[ReceivedMessage] = []
+        if code == ResponseCode.SUCCESS and response.body:
+            records = decode_messages(response.body)
+            views = [ReceivedMessage.from_ext(r, pq.mq) for r in records]
+            messages = sub.expression.filter(views, lambda m: m.tags)
+        added = pq.add(messages)
+        if not pq.count:
+            # nothing to consume (filtered out, or no new message): the offset may move on
+            self._offsets.update(pq.mq, pq.next_offset, increase_only=not self.orderly)
+        if not self.orderly:
+            for message in added:
+                self._work.put_nowait((pq, message))
+        return 0.0
+
+    async def _offset_moved(self, pq: ProcessQueue, next_offset: int) -> None:
+        """PULL_OFFSET_MOVED: the queue is dropped at the corrected offset and taken again."""
+        log.warning("offset of %s moved to %d", pq.mq, next_offset)
+        self._offsets.update(pq.mq, next_offset, increase_only=False)
+        await self._drop(pq, persist_oneway=False)
+        self._rebalance_wake.set()
+
+    # -- rebalance ---------------------------------------------------------------------------
+
+    async def _on_ids_changed(self, conn: Connection, cmd: RemotingCommand) -> None:
+        log.debug("consumer ids of %s changed: rebalancing", self.group)
+        self._rebalance_wake.set()
+        return None
+
+    async def _refresh_routes(self) -> None:
+        for topic in self._all_subscriptions():
+            try:
+                self._core.routes.invalidate(topic)
+                await self._core.routes.get(topic)
+            except ClientError as e:
+                log.debug("no route for %s yet: %s", topic, e)
+
+    async def _consumer_ids(self, route: TopicRoute) -> list[str] | None:
+        addrs = [a for a in (route.any_addr(n) for n in route.brokers) if a]
+        if not addrs:
+            return None
+        header = GetConsumerListByGroupRequestHeader(consumer_group=self.group)
+        try:
+            response = await self._core.invoke(
+                random.choice(addrs), make_request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, header)
+            )
+            check_response(response)
+            body = decode_json_body(response.body or b"{}", ConsumerListBody)
+        except (ClientError, RemoteProtocolError) as e:
+            log.debug("consumer list of %s unavailable: %s", self.group, e)
+            return None
+        return body.consumer_id_list
+
+    async def _rebalance(self) -> None:
+        """Work out which queues this consumer owns, then drop and take queues to match."""
+        async with self._rebalance_lock:
+            if self._closing:
+                return
+            wanted: dict[str, set[MessageQueue]] = {}
+            for topic in self._all_subscriptions():
+                current = {mq for mq in self._pqs if mq.topic == topic}
+                try:
+                    route = await self._core.routes.get(topic)
+                except ClientError as e:
+                    log.debug("rebalance of %s skipped: %s", topic, e)
+                    wanted[topic] = current
+                    continue
+                queues = list(route.subscribe_queues)
+                if not self.clustering:
+                    wanted[topic] = set(queues)
+                    continue
+                cids = await self._consumer_ids(route)
+                if cids is None:
+                    wanted[topic] = current
+                    continue
+                wanted[topic] = set(self.allocate(self.group, self.client_id, queues, cids))
+            await self._apply_allocation(wanted)
+
+    async def _apply_allocation(self, wanted: dict[str, set[MessageQueue]]) -> None:
+        for mq, pq in list(self._pqs.items()):
+            if mq not in wanted.get(mq.topic, set()):
+                await self._drop(pq)
+        new = sorted(mq for mqs in wanted.values() for mq in mqs if mq not in self._pqs)
+        if not new:
+            return
+        locked: set[MessageQueue] = set(new)
+        if self._need_lock():
+            locked, _ = await self._lock(new)
+        loop = asyncio.get_running_loop()
+        for mq in new:
+            if mq not in locked or self._closing:
+                continue  # RocketMQ skips a queue it cannot lock; the next rebalance retries
+            try:
+                offset = await self._start_offset(mq)
+            except (ClientError, RemoteProtocolError) as e:
+                log.warning("no start offset for %s, skipped: %s", mq, e)
+                if self._need_lock():
+                    await self._unlock([mq])
+                continue
+            pq = ProcessQueue(mq, offset)
+            if self._need_lock():
+                pq.set_locked(True, loop.time())
+            self._pqs[mq] = pq
+            pq.pull_task = loop.create_task(self._pull_loop(pq), name=f"pull-{mq}")
+            if self.orderly:
+                pq.consume_task = loop.create_task(self._orderly_loop(pq), name=f"orderly-{mq}")
+            log.info("%s takes %s from offset %d", self.client_id, mq, offset)
+
+    async def _start_offset(self, mq: MessageQueue) -> int:
+        """The committed offset, else where ``consume_from`` says to start."""
+        stored = await self._offsets.read_from_store(mq)
+        if stored is not None and stored >= 0:
+            return stored
+        retry = mq.topic.startswith(RETRY_TOPIC_PREFIX)
+        if self.consume_from == "first":
+            return 0
+        if self.consume_from == "last":
+            return 0 if retry else await _queries.max_offset(self._core, mq)
+        if retry:
+            return await _queries.max_offset(self._core, mq)
+        assert self.consume_timestamp_ms is not None
+        return await _queries.search_offset(self._core, mq, self.consume_timestamp_ms)
+
+    async def _drop(self, pq: ProcessQueue, *, persist_oneway: bool = True) -> None:
+        """Give a queue up: stop pulling and consuming, commit its offset, release its lock."""
+        pq.drop()
+        if self._pqs.get(pq.mq) is pq:
+            del self._pqs[pq.mq]
+        current = asyncio.current_task()
+        tasks = [t for t in (pq.pull_task, pq.consume_task) if t and t is not current]
+        if pq.consume_task and pq.consume_task in tasks:
+            # let the message being consumed finish so the next owner does not overlap it
+            await asyncio.wait([pq.consume_task], timeout=self.close_timeout_ms / 1000)
+        await self._cancel_all(tasks)
+        try:
+            await self._offsets.persist(pq.mq, oneway=persist_oneway)
+        except ClientError as e:
+            log.warning("offset of %s not committed: %s", pq.mq, e)
+        if self.clustering:
+            self._offsets.remove(pq.mq)
+        if self._need_lock():
+            await self._unlock([pq.mq])
+        log.info("%s gives up %s", self.client_id, pq.mq)
+
+    # -- locks -------------------------------------------------------------------------------
+
+    def _by_broker(self, mqs: Sequence[MessageQueue]) -> dict[str, list[MessageQueue]]:
+        groups: dict[str, list[MessageQueue]] = {}
+        for mq in mqs:
+            groups.setdefault(mq.broker_name, []).append(mq)
+        return groups
+
+    async def _lock(self, mqs: Sequence[MessageQueue]) -> tuple[set[MessageQueue], set[str]]:
+        """LOCK_BATCH_MQ per broker; returns the queues granted and the brokers that answered."""
+        granted: set[MessageQueue] = set()
+        answered: set[str] = set()
+        for broker_name, group in self._by_broker(mqs).items():
+            body = LockBatchRequestBody(
+                consumer_group=self.group,
+                client_id=self.client_id,
+                mq_set=[mq.to_wire() for mq in group],
+            )
+            try:
+                addr = self._core.broker_addr(broker_name)
+                cmd = make_request(RequestCode.LOCK_BATCH_MQ, body=encode_json_body(body))
+                response = check_response(await self._core.invoke(addr, cmd))
+                result = decode_json_body(response.body or b"{}", LockBatchResponseBody)
+            except (ClientError, RemoteProtocolError) as e:
+                log.warning("lock of %d queues on %s failed: %s", len(group), broker_name, e)
+                continue
+            answered.add(broker_name)
+            granted |= {MessageQueue.from_wire(mq) for mq in result.lock_ok_mq_set}
+        return granted, answered
+
+    async def _unlock(self, mqs: Sequence[MessageQueue]) -> None:
+        for broker_name, group in self._by_broker(mqs).items():
+            body = UnlockBatchRequestBody(
+                consumer_group=self.group,
+                client_id=self.client_id,
+                mq_set=[mq.to_wire() for mq in group],
+            )
+            try:
+                addr = self._core.broker_addr(broker_name)
+                cmd = make_request(RequestCode.UNLOCK_BATCH_MQ, body=encode_json_body(body))
+                await self._core.invoke_oneway(addr, cmd)
+            except ClientError as e:
+                log.debug("unlock on %s failed: %s", broker_name, e)
+
+    async def _lock_all(self) -> None:
+        """Renew the locks of every owned queue; a queue the broker refuses stops consuming."""
+        pqs = list(self._pqs.values())
+        if not pqs:
+            return
+        granted, answered = await self._lock([pq.mq for pq in pqs])
+        now = asyncio.get_running_loop().time()
+        for pq in pqs:
+            if pq.mq in granted:
+                pq.set_locked(True, now)
+            elif pq.mq.broker_name in answered:
+                pq.set_locked(False, now)  # refused: another client holds it
+            # a broker that did not answer: the lock runs until it expires
+
+    # -- offsets and membership --------------------------------------------------------------
+
+    async def _persist_offsets(self) -> None:
+        await self._offsets.persist_all(list(self._pqs), oneway=True)
+
+    def _heartbeat_request(self) -> RemotingCommand:
+        subs = [
+            sub.expression.subscription_data(topic, sub_version=sub.sub_version)
+            for topic, sub in self._all_subscriptions().items()
+        ]
+        data = HeartbeatData(
+            client_id=self.client_id,
+            consumer_data_set=[
+                ConsumerData(
+                    group_name=self.group,
+                    consume_type="CONSUME_PASSIVELY",
+                    message_model=_MODELS[self.message_model],
+                    consume_from_where=_FROM_WHERE[self.consume_from],
+                    subscription_data_set=subs,
+                    unit_mode=False,
+                )
+            ],
+        )
+        return make_request(RequestCode.HEART_BEAT, body=encode_json_body(data))
+
+    async def _heartbeat_all(self) -> None:
+        for addr in sorted(self._core.routes.all_broker_addrs()):
+            try:
+                check_response(await self._core.invoke(addr, self._heartbeat_request()))
+            except ClientError as e:
+                log.warning("heartbeat to %s failed: %s", addr, e)
+
+    async def _unregister(self) -> None:
+        header = UnregisterClientRequestHeader(client_id=self.client_id, consumer_group=self.group)
+        for addr in sorted(self._core.routes.all_broker_addrs()):
+            try:
+                cmd = make_request(RequestCode.UNREGISTER_CLIENT, header)
+                await self._core.invoke(addr, cmd, _UNREGISTER_TIMEOUT_MS)
+            except ClientError as e:
+                log.debug("unregister from %s failed: %s", addr, e)

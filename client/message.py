@@ -1,0 +1,271 @@
+"""What an application sends and receives.
+
+* ``Message``: built by the application and passed to ``Producer.send``.
+* ``ReceivedMessage`` (alias ``MessageView``): a stored message as a consumer sees it.
+* ``SendResult``: what the broker answered to a send.
+* ``MessageQueue``: (topic, broker name, queue id); ordered as RocketMQ orders them.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Final, NamedTuple
+
+from broker.protocol.headers import MessageQueue as _WireMessageQueue
+from broker.protocol.message_codec import MessageExt
+
+from .errors import ClientUsageError
+
+__all__ = [
+    "PROPERTY_DELAY",
+    "PROPERTY_KEYS",
+    "PROPERTY_RETRY_TOPIC",
+    "PROPERTY_SHARDING_KEY",
+    "PROPERTY_TAGS",
+    "PROPERTY_UNIQ_KEY",
+    "PROPERTY_WAIT",
+    "RETRY_TOPIC_PREFIX",
+    "DLQ_TOPIC_PREFIX",
+    "Message",
+    "MessageQueue",
+    "MessageView",
+    "ReceivedMessage",
+    "SendResult",
+    "SendStatus",
+    "body_to_json",
+    "validate_topic",
+]
+
+# Property names (rocketmq-store.md §9).
+PROPERTY_TAGS: Final = "TAGS"
+PROPERTY_KEYS: Final = "KEYS"
+PROPERTY_WAIT: Final = "WAIT"
+PROPERTY_DELAY: Final = "DELAY"
+PROPERTY_UNIQ_KEY: Final = "UNIQ_KEY"
+PROPERTY_RETRY_TOPIC: Final = "RETRY_TOPIC"
+PROPERTY_SHARDING_KEY: Final = "__SHARDINGKEY"
+PROPERTY_MIN_OFFSET: Final = "MIN_OFFSET"
+PROPERTY_MAX_OFFSET: Final = "MAX_OFFSET"
+KEY_SEPARATOR: Final = " "
+
+RETRY_TOPIC_PREFIX: Final = "%RETRY%"
+DLQ_TOPIC_PREFIX: Final = "%DLQ%"
+
+_TOPIC_CHARS = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+_TOPIC_LENGTH_MAX: Final = 127
+# Topics a client may not send to (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
+_NOT_ALLOWED_SEND: Final = frozenset(
+    {
+        "SCHEDULE_TOPIC_XXXX",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "TRANS_CHECK_MAX_TIME_TOPIC",
+        "SELF_TEST_TOPIC",
+        "OFFSET_MOVED_EVENT",
+    }
+)
+
+
+def validate_topic(topic: str, *, for_send: bool = False) -> None:
+    """RocketMQ's topic rules (``Validators.checkTopic``); ``ClientUsageError`` if broken."""
+    if not isinstance(topic, str) or not topic:
+        raise ClientUsageError("topic must be a non-empty string")
+    if len(topic) > _TOPIC_LENGTH_MAX and not topic.startswith(
+        (RETRY_TOPIC_PREFIX, DLQ_TOPIC_PREFIX)
+    ):
+        raise ClientUsageError(f"topic longer than {_TOPIC_LENGTH_MAX} characters: {topic!r}")
+    if not _TOPIC_CHARS.match(topic):
+        raise ClientUsageError(f"topic may only hold %|a-zA-Z0-9_- characters: {topic!r}")
+    if for_send and topic in _NOT_ALLOWED_SEND:
+        raise ClientUsageError(f"clients may not send to system topic {topic!r}")
+
+
+class MessageQueue(NamedTuple):
+    """A queue of a topic on one broker. Tuple order = RocketMQ's ``MessageQueue.compareTo``."""
+
+    topic: str
+    broker_name: str
+    queue_id: int
+
+    def to_wire(self) -> _WireMessageQueue:
+        return _WireMessageQueue(
+            topic=self.topic, broker_name=self.broker_name, queue_id=self.queue_id
+        )
+
+    @classmethod
+    def from_wire(cls, mq: _WireMessageQueue) -> MessageQueue:
+        return cls(mq.topic, mq.broker_name, mq.queue_id)
+
+    def __str__(self) -> str:
+        return f"{self.topic}@{self.broker_name}#{self.queue_id}"
+
+
+@dataclass(kw_only=True)
+class Message:
+    """A message to send.
+
+    ``keys`` become the ``KEYS`` property (joined by spaces; the broker indexes each one);
+    ``tags`` the ``TAGS`` property (one tag; consumers filter on it). ``delay_level`` 1..18
+    picks one of the broker's delay levels (0 = deliver now). ``sharding_key`` routes the
+    message to ``hash(key) % queues`` for ordered delivery unless ``send`` is given a queue
+    or selector. ``properties`` are user properties; names the SDK sets itself (UNIQ_KEY,
+    TAGS, KEYS, WAIT, DELAY) are overwritten.
+    """
+
+    topic: str
+    body: bytes
+    tags: str | None = None
+    keys: list[str] = field(default_factory=list)
+    properties: dict[str, str] = field(default_factory=dict)
+    delay_level: int = 0
+    flag: int = 0
+    sharding_key: str | None = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.keys, str):  # a single key is a common slip
+            self.keys = [self.keys]
+
+
+class SendStatus(StrEnum):
+    """RocketMQ's ``SendStatus``. Anything but SEND_OK means stored but not as durable as asked."""
+
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+@dataclass(frozen=True, kw_only=True)
+class SendResult:
+    """``msg_id`` is the producer's unique key (``UNIQ_KEY``); ``offset_msg_id`` the broker's
+    id (store host + commitlog offset). For a batch both are comma-joined, one per message,
+    and ``queue_offset`` is the first message's."""
+
+    status: SendStatus
+    msg_id: str
+    offset_msg_id: str
+    queue: MessageQueue
+    queue_offset: int
+    transaction_id: str | None = None
+    region_id: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": str(self.status),
+            "msg_id": self.msg_id,
+            "offset_msg_id": self.offset_msg_id,
+            "topic": self.queue.topic,
+            "broker_name": self.queue.broker_name,
+            "queue_id": self.queue.queue_id,
+            "queue_offset": self.queue_offset,
+            "transaction_id": self.transaction_id,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReceivedMessage:
+    """A message read from a broker.
+
+    ``topic`` is the topic the message was sent to: for a redelivery read from
+    ``%RETRY%<group>`` it is the original topic, while ``queue`` is where it was read from
+    (the retry queue). ``msg_id`` is the producer's ``UNIQ_KEY`` (else ``offset_msg_id``).
+    """
+
+    topic: str
+    body: bytes
+    tags: str | None
+    keys: tuple[str, ...]
+    properties: Mapping[str, str]
+    msg_id: str
+    offset_msg_id: str
+    queue: MessageQueue
+    queue_offset: int
+    commitlog_offset: int
+    flag: int
+    sys_flag: int
+    born_timestamp: int
+    born_host: str
+    store_timestamp: int
+    store_host: str
+    reconsume_times: int
+    body_crc: int = 0
+
+    @property
+    def queue_id(self) -> int:
+        return self.queue.queue_id
+
+    @property
+    def broker_name(self) -> str:
+        return self.queue.broker_name
+
+    @property
+    def delivery_attempt(self) -> int:
+        """1 for the first delivery, 2 for the first redelivery, ..."""
+        return self.reconsume_times + 1
+
+    @classmethod
+    def from_ext(cls, ext: MessageExt, queue: MessageQueue) -> ReceivedMessage:
+        """Build from a decoded record, as ``PullAPIWrapper.processPullResult`` does: the
+        requested queue wins over the record's queue id, and a retry topic is undone."""
+        props = ext.properties
+        topic = ext.topic
+        if topic.startswith(RETRY_TOPIC_PREFIX):
+            topic = props.get(PROPERTY_RETRY_TOPIC, topic)
+        keys_text = props.get(PROPERTY_KEYS, "")
+        return cls(
+            topic=topic,
+            body=ext.body,
+            tags=props.get(PROPERTY_TAGS),
+            keys=tuple(k for k in keys_text.split(KEY_SEPARATOR) if k),
+            properties=props,
+            msg_id=props.get(PROPERTY_UNIQ_KEY) or ext.offset_msg_id,
+            offset_msg_id=ext.offset_msg_id,
+            queue=queue,
+            queue_offset=ext.queue_offset,
+            commitlog_offset=ext.commitlog_offset,
+            flag=ext.flag,
+            sys_flag=ext.sys_flag,
+            born_timestamp=ext.born_timestamp,
+            born_host=f"{ext.born_host}:{ext.born_port}",
+            store_timestamp=ext.store_timestamp,
+            store_host=f"{ext.store_host}:{ext.store_port}",
+            reconsume_times=ext.reconsume_times,
+            body_crc=ext.body_crc,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready: body as UTF-8 text if it is, else base64 under ``body_base64``."""
+        out: dict[str, Any] = {
+            "topic": self.topic,
+            "msg_id": self.msg_id,
+            "offset_msg_id": self.offset_msg_id,
+            "tags": self.tags,
+            "keys": list(self.keys),
+            "broker_name": self.queue.broker_name,
+            "queue_id": self.queue.queue_id,
+            "queue_offset": self.queue_offset,
+            "commitlog_offset": self.commitlog_offset,
+            "born_timestamp": self.born_timestamp,
+            "born_host": self.born_host,
+            "store_timestamp": self.store_timestamp,
+            "store_host": self.store_host,
+            "reconsume_times": self.reconsume_times,
+            "properties": dict(self.properties),
+        }
+        out.update(body_to_json(self.body))
+        return out
+
+
+MessageView = ReceivedMessage
+
+
+def body_to_json(body: bytes) -> dict[str, str]:
+    """``{"body": text}`` for UTF-8 bodies, else ``{"body_base64": ...}``."""
+    try:
+        return {"body": body.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"body_base64": base64.b64encode(body).decode("ascii")}

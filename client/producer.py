@@ -1,0 +1,532 @@
+"""``Producer``: send messages to the brokers of a topic.
+
+    async with Producer("my-group", namesrv="127.0.0.1:9876") as producer:
+        result = await producer.send(Message(topic="T", body=b"hi", tags="A", keys=["k1"]))
+
+Behaviour follows RocketMQ's ``DefaultMQProducer``:
+
+* single sends are SEND_MESSAGE_V2 (310) with the one-letter header; the SDK sets the
+  ``UNIQ_KEY`` (``SendResult.msg_id``), ``WAIT``, ``TAGS``, ``KEYS`` and ``DELAY`` properties;
+* queues are chosen round robin; a failed attempt (a retriable broker code, or a lost
+  connection) is retried up to ``retries`` times, preferring a queue on another broker, all
+  within ``send_timeout_ms``;
+* ordered messages: pass ``queue``, a ``selector(queues, message) -> queue``, or a
+  ``sharding_key`` (``abs(key.hashCode() % n)``, RocketMQ's ``SelectMessageQueueByHash``);
+  such sends retry on the same queue, never another, so order is kept;
+* batches are SEND_BATCH_MESSAGE (320): one topic, no delay, each message its own
+  ``UNIQ_KEY``, at most ``max_message_size`` bytes encoded;
+* HEART_BEAT (34) with the producer group goes to every master broker the producer talks to,
+  before its first send there and every 30 s; UNREGISTER_CLIENT (35) on close.
+
+Sends are independent: any number can be in flight at once (each connection caps the
+requests waiting for a response and makes further senders wait).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from typing import Final, Literal
+
+from broker.protocol import RemotingCommand, RemotingHeader, RequestCode, ResponseCode
+from broker.protocol.errors import LocalProtocolError, RemoteProtocolError
+from broker.protocol.headers import (
+    HeartbeatData,
+    ProducerData,
+    SendMessageRequestHeaderV2,
+    SendMessageResponseHeader,
+    UnregisterClientRequestHeader,
+    encode_json_body,
+)
+from broker.protocol.message_codec import BatchMessage, encode_batch, encode_properties
+from ids import UniqIdGenerator, V5IdGenerator
+
+from ._core import ClientCore
+from .connection import check_response, make_request
+from .errors import (
+    BrokerError,
+    ClientClosedError,
+    ClientError,
+    ClientUsageError,
+    ConnectionLostError,
+    MessageTooLargeError,
+    RequestTimeoutError,
+    UnknownBrokerError,
+    error_for_code,
+)
+from .filter import queue_index_for_key
+from .message import (
+    PROPERTY_DELAY,
+    PROPERTY_KEYS,
+    PROPERTY_SHARDING_KEY,
+    PROPERTY_TAGS,
+    PROPERTY_UNIQ_KEY,
+    PROPERTY_WAIT,
+    RETRY_TOPIC_PREFIX,
+    Message,
+    MessageQueue,
+    SendResult,
+    SendStatus,
+    validate_topic,
+)
+from .route import AUTO_CREATE_TOPIC, TopicRoute
+
+__all__ = ["MAX_MESSAGE_SIZE", "Producer", "QueueSelector"]
+
+log = logging.getLogger("pocketmq.client.producer")
+
+MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024  # RocketMQ's maxMessageSize
+_UNREGISTER_TIMEOUT_MS: Final = 1000
+
+QueueSelector = Callable[[Sequence[MessageQueue], Message], MessageQueue]
+
+_STATUS_BY_CODE: Final = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+
+# Picks the queue of one attempt from the route and the broker that failed last.
+_Pick = Callable[[TopicRoute, str | None], MessageQueue]
+
+
+class Producer:
+    """Sends messages; an async context manager (``start()`` / ``close()``).
+
+    Options (keyword-only):
+
+    * ``namesrv``: "host:port[;host:port]", default env ``NAMESRV_ADDR``, else 127.0.0.1:9876
+    * ``unique_id_scheme``: ``"v5"`` (default, 5.x message ids) or ``"v4"`` (4.x UNIQ_KEY)
+    * ``send_timeout_ms`` (3000): budget of one ``send`` including its retries
+    * ``retries`` (2): further attempts after a retriable failure
+    * ``max_message_size`` (4 MiB): body limit, and encoded limit of a batch
+    * ``default_topic_queue_nums`` (4): queues per broker of a topic created on first send
+    * ``heartbeat_interval_s`` (30), ``route_refresh_interval_s`` (30)
+    * ``requests_inflight_max`` (1024): per connection, requests waiting for a response
+    * ``instance_name``: the part after ``@`` of the client id (default ``pid#nanotime``)
+    """
+
+    def __init__(
+        self,
+        group: str = "DEFAULT_PRODUCER",
+        *,
+        namesrv: str | Sequence[str] | None = None,
+        unique_id_scheme: Literal["v5", "v4"] = "v5",
+        send_timeout_ms: float = 3000,
+        retries: int = 2,
+        max_message_size: int = MAX_MESSAGE_SIZE,
+        default_topic_queue_nums: int = 4,
+        heartbeat_interval_s: float = 30.0,
+        route_refresh_interval_s: float = 30.0,
+        requests_inflight_max: int = 1024,
+        instance_name: str | None = None,
+        client_ip: str | None = None,
+    ) -> None:
+        if not group:
+            raise ClientUsageError("producer group must not be empty")
+        if retries < 0:
+            raise ClientUsageError("retries must be >= 0")
+        if unique_id_scheme not in ("v5", "v4"):
+            raise ClientUsageError(f"unique_id_scheme must be 'v5' or 'v4': {unique_id_scheme!r}")
+        self.group = group
+        self.send_timeout_ms = send_timeout_ms
+        self.retries = retries
+        self.max_message_size = max_message_size
+        self.default_topic_queue_nums = default_topic_queue_nums
+        self.heartbeat_interval_s = heartbeat_interval_s
+        self._core = ClientCore(
+            namesrv=namesrv,
+            instance_name=instance_name,
+            client_ip=client_ip,
+            request_timeout_ms=send_timeout_ms,
+            requests_inflight_max=requests_inflight_max,
+            route_refresh_interval_s=route_refresh_interval_s,
+            default_topic_queue_nums=default_topic_queue_nums,
+        )
+        self._ids: UniqIdGenerator | V5IdGenerator = (
+            V5IdGenerator() if unique_id_scheme == "v5" else UniqIdGenerator(self._core.client_ip)
+        )
+        self._counters: dict[str, itertools.count[int]] = {}
+        self._heartbeats: dict[str, asyncio.Task[None]] = {}
+        self._started = False
+        self._closed = False
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    @property
+    def client_id(self) -> str:
+        return self._core.client_id
+
+    async def start(self) -> None:
+        if self._closed:
+            raise ClientClosedError("producer is closed")
+        if self._started:
+            return
+        self._started = True
+        core = self._core
+        core.every(self.heartbeat_interval_s, self._heartbeat_all, name="producer-heartbeat")
+        core.every(core.routes.refresh_interval_s, core.routes.refresh, name="producer-routes")
+
+    async def close(self) -> None:
+        """Stop heartbeats, unregister from the brokers, close connections. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._core.stop_tasks()
+        for task in self._heartbeats.values():
+            task.cancel()
+        await asyncio.gather(*self._heartbeats.values(), return_exceptions=True)
+        if self._started:
+            await self._unregister()
+        await self._core.close()
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClientClosedError("producer is closed")
+        if not self._started:
+            raise ClientClosedError("producer is not started: call start() or use 'async with'")
+
+    # -- messages ----------------------------------------------------------------------------
+
+    def new_unique_key(self) -> str:
+        return self._ids.next_id()
+
+    def _properties(self, message: Message) -> dict[str, str]:
+        """Validate ``message`` and return its wire properties."""
+        if not isinstance(message, Message):
+            raise ClientUsageError(f"expected a Message, got {type(message).__name__}")
+        validate_topic(message.topic, for_send=True)
+        if not isinstance(message.body, bytes | bytearray | memoryview):
+            raise ClientUsageError("message body must be bytes")
+        if len(message.body) == 0:
+            raise ClientUsageError("message body must not be empty")
+        if len(message.body) > self.max_message_size:
+            raise MessageTooLargeError(len(message.body), self.max_message_size)
+        if message.delay_level < 0:
+            raise ClientUsageError("delay_level must be >= 0")
+        props = {str(k): str(v) for k, v in message.properties.items()}
+        if message.tags:
+            props[PROPERTY_TAGS] = message.tags
+        if message.keys:
+            props[PROPERTY_KEYS] = " ".join(message.keys)
+        if message.delay_level > 0:
+            props[PROPERTY_DELAY] = str(message.delay_level)
+        if message.sharding_key:
+            props[PROPERTY_SHARDING_KEY] = message.sharding_key
+        props[PROPERTY_WAIT] = "true"
+        props[PROPERTY_UNIQ_KEY] = props.get(PROPERTY_UNIQ_KEY) or self.new_unique_key()
+        return props
+
+    def _properties_text(self, props: dict[str, str]) -> str:
+        try:
+            return encode_properties(props)
+        except LocalProtocolError as e:
+            raise ClientUsageError(f"property cannot be sent: {e}") from None
+
+    def _header(
+        self,
+        mq: MessageQueue,
+        properties: str,
+        *,
+        flag: int = 0,
+        batch: bool = False,
+    ) -> SendMessageRequestHeaderV2:
+        return SendMessageRequestHeaderV2(
+            producer_group=self.group,
+            topic=mq.topic,
+            default_topic=AUTO_CREATE_TOPIC,
+            default_topic_queue_nums=self.default_topic_queue_nums,
+            queue_id=mq.queue_id,
+            sys_flag=0,
+            born_timestamp=int(time.time() * 1000),
+            flag=flag,
+            properties=properties,
+            reconsume_times=0,
+            unit_mode=False,
+            batch=batch,
+            broker_name=mq.broker_name,
+        )
+
+    # -- queue choice ------------------------------------------------------------------------
+
+    def _round_robin(self, route: TopicRoute, last_broker: str | None) -> MessageQueue:
+        queues = route.publish_queues
+        counter = self._counters.get(route.topic)
+        if counter is None:  # a random start spreads many producers over the queues
+            counter = self._counters[route.topic] = itertools.count(random.randrange(1 << 16))
+        index = next(counter)
+        if last_broker is not None:
+            for step in range(len(queues)):
+                mq = queues[(index + step) % len(queues)]
+                if mq.broker_name != last_broker:
+                    return mq
+        return queues[index % len(queues)]
+
+    def _pick_for(
+        self,
+        message: Message,
+        queue: MessageQueue | None,
+        selector: QueueSelector | None,
+        sharding_key: str | None,
+    ) -> tuple[_Pick, bool]:
+        """The queue picker and whether it may move to another queue on retry."""
+        given = [x is not None for x in (queue, selector, sharding_key)]
+        if sum(given) > 1:
+            raise ClientUsageError("pass at most one of queue, selector and sharding_key")
+        if queue is not None:
+            if queue.topic != message.topic:
+                raise ClientUsageError(f"queue {queue} is not a queue of {message.topic!r}")
+            return (lambda route, last: queue), False
+        if selector is not None:
+
+            def by_selector(route: TopicRoute, last: str | None) -> MessageQueue:
+                mq = selector(list(route.publish_queues), message)
+                if not isinstance(mq, MessageQueue) or mq not in route.publish_queues:
+                    raise ClientUsageError(f"selector returned an unknown queue: {mq!r}")
+                return mq
+
+            return by_selector, False
+        key = sharding_key or message.sharding_key
+        if key:
+
+            def by_key(route: TopicRoute, last: str | None) -> MessageQueue:
+                queues = route.publish_queues
+                return queues[queue_index_for_key(key, len(queues))]
+
+            return by_key, False
+        return self._round_robin, True
+
+    # -- sending -----------------------------------------------------------------------------
+
+    async def send(
+        self,
+        message: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: QueueSelector | None = None,
+        sharding_key: str | None = None,
+    ) -> SendResult:
+        """Send one message and wait for the broker's answer.
+
+        Raises ``ClientUsageError`` for a bad message, ``BrokerError`` for a refusal that is
+        not retriable (or the last retriable one), ``ConnectionLostError`` or
+        ``RequestTimeoutError`` when the brokers cannot be reached in time.
+        """
+        self._check_open()
+        props = self._properties(message)
+        properties = self._properties_text(props)
+        pick, may_move = self._pick_for(message, queue, selector, sharding_key)
+        body = bytes(message.body)
+
+        def build(mq: MessageQueue) -> RemotingCommand:
+            header = self._header(mq, properties, flag=message.flag)
+            return make_request(RequestCode.SEND_MESSAGE_V2, header, body=body)
+
+        return await self._send_with_retries(
+            message.topic, pick, build, props[PROPERTY_UNIQ_KEY], may_move=may_move
+        )
+
+    async def send_oneway(
+        self,
+        message: Message,
+        *,
+        queue: MessageQueue | None = None,
+        selector: QueueSelector | None = None,
+        sharding_key: str | None = None,
+    ) -> None:
+        """Send without waiting for (or getting) an answer; one attempt, no retry."""
+        self._check_open()
+        props = self._properties(message)
+        properties = self._properties_text(props)
+        pick, _ = self._pick_for(message, queue, selector, sharding_key)
+        route = await self._core.routes.get(message.topic, for_publish=True)
+        mq = pick(route, None)
+        addr = self._master(route, mq)
+        await self._ensure_heartbeat(addr)
+        header = self._header(mq, properties, flag=message.flag)
+        cmd = make_request(RequestCode.SEND_MESSAGE_V2, header, body=bytes(message.body))
+        await self._core.invoke_oneway(addr, cmd)
+
+    def encode_batch(self, messages: Sequence[Message]) -> tuple[bytes, list[str]]:
+        """Validate a batch and return its SEND_BATCH_MESSAGE body and unique keys."""
+        if isinstance(messages, Message) or not messages:
+            raise ClientUsageError("a batch needs a non-empty sequence of messages")
+        topic = messages[0].topic
+        inner: list[BatchMessage] = []
+        keys: list[str] = []
+        for message in messages:
+            if not isinstance(message, Message):
+                raise ClientUsageError(f"expected a Message, got {type(message).__name__}")
+            if message.topic != topic:
+                raise ClientUsageError(f"a batch holds one topic: {topic!r} and {message.topic!r}")
+            if topic.startswith(RETRY_TOPIC_PREFIX):
+                raise ClientUsageError("a batch cannot go to a retry topic")
+            if message.delay_level > 0:
+                raise ClientUsageError("messages of a batch cannot have a delay level")
+            props = self._properties(message)
+            self._properties_text(props)  # fails early on separators
+            keys.append(props[PROPERTY_UNIQ_KEY])
+            inner.append(
+                BatchMessage(body=bytes(message.body), flag=message.flag, properties=props)
+            )
+        try:
+            body = encode_batch(inner)
+        except LocalProtocolError as e:
+            raise ClientUsageError(f"batch cannot be encoded: {e}") from None
+        if len(body) > self.max_message_size:
+            raise MessageTooLargeError(len(body), self.max_message_size, "encoded batch")
+        return body, keys
+
+    async def send_batch(
+        self, messages: Sequence[Message], *, queue: MessageQueue | None = None
+    ) -> SendResult:
+        """Send messages of one topic as one SEND_BATCH_MESSAGE to one queue.
+
+        ``SendResult.msg_id`` / ``offset_msg_id`` are comma-joined, in message order.
+        """
+        self._check_open()
+        body, keys = self.encode_batch(messages)
+        topic = messages[0].topic
+        if queue is not None and queue.topic != topic:
+            raise ClientUsageError(f"queue {queue} is not a queue of {topic!r}")
+        batch_props = self._properties_text(
+            {PROPERTY_UNIQ_KEY: self.new_unique_key(), PROPERTY_WAIT: "true"}
+        )
+
+        def build(mq: MessageQueue) -> RemotingCommand:
+            header = self._header(mq, batch_props, batch=True)
+            return make_request(RequestCode.SEND_BATCH_MESSAGE, header, body=body)
+
+        pick: _Pick = self._round_robin if queue is None else (lambda route, last: queue)
+        return await self._send_with_retries(
+            topic, pick, build, ",".join(keys), may_move=queue is None
+        )
+
+    def _master(self, route: TopicRoute, mq: MessageQueue) -> str:
+        addr = route.master_addr(mq.broker_name)
+        if addr is None:
+            raise ConnectionLostError(mq.broker_name, "broker has no master address")
+        return addr
+
+    async def _send_with_retries(
+        self,
+        topic: str,
+        pick: _Pick,
+        build: Callable[[MessageQueue], RemotingCommand],
+        msg_id: str,
+        *,
+        may_move: bool,
+    ) -> SendResult:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.send_timeout_ms / 1000
+        last_error: ClientError | None = None
+        last_broker: str | None = None
+        routes = self._core.routes
+        for attempt in range(1 + self.retries):
+            if loop.time() >= deadline:
+                break
+            mq: MessageQueue | None = None
+            try:
+                route = await routes.get(topic, for_publish=True)
+                mq = pick(route, last_broker if may_move else None)
+                addr = self._master(route, mq)
+                await self._ensure_heartbeat(addr)
+                remaining_ms = max((deadline - loop.time()) * 1000, 1.0)
+                response = await self._core.invoke(addr, build(mq), remaining_ms)
+            except (ConnectionLostError, BrokerError) as e:
+                if not e.retriable:
+                    raise
+                log.debug("send attempt %d to %s failed: %s", attempt + 1, topic, e)
+                last_error = e
+                if mq is not None:
+                    last_broker = mq.broker_name
+                routes.invalidate(topic)
+                continue
+            status = _STATUS_BY_CODE.get(response.code)
+            if status is not None:
+                return self._result(response, status, mq, msg_id)
+            error = error_for_code(response.code, response.remark)
+            if not error.retriable:
+                raise error
+            log.debug("send attempt %d to %s refused: %s", attempt + 1, mq, error)
+            last_error = error
+            last_broker = mq.broker_name
+            if response.code == ResponseCode.TOPIC_NOT_EXIST:
+                routes.invalidate(topic)
+        if last_error is None or loop.time() >= deadline:
+            raise RequestTimeoutError(topic, RequestCode.SEND_MESSAGE_V2, self.send_timeout_ms)
+        raise last_error
+
+    def _result(
+        self, response: RemotingCommand, status: SendStatus, mq: MessageQueue, msg_id: str
+    ) -> SendResult:
+        try:
+            header = SendMessageResponseHeader.from_ext_fields(response.ext_fields)
+        except RemoteProtocolError as e:
+            raise UnknownBrokerError(response.code, f"malformed send response: {e}") from None
+        return SendResult(
+            status=status,
+            msg_id=msg_id,
+            offset_msg_id=header.msg_id,
+            queue=MessageQueue(mq.topic, mq.broker_name, header.queue_id),
+            queue_offset=header.queue_offset,
+            transaction_id=header.transaction_id,
+            region_id=header.msg_region,
+        )
+
+    # -- heartbeats --------------------------------------------------------------------------
+
+    def _heartbeat_request(self) -> RemotingCommand:
+        data = HeartbeatData(
+            client_id=self._core.client_id, producer_data_set=[ProducerData(group_name=self.group)]
+        )
+        return make_request(RequestCode.HEART_BEAT, body=encode_json_body(data))
+
+    async def _heartbeat(self, addr: str) -> None:
+        check_response(await self._core.invoke(addr, self._heartbeat_request()))
+
+    async def _ensure_heartbeat(self, addr: str) -> None:
+        """The first send to a broker waits for one heartbeat (errors are only logged)."""
+        task = self._heartbeats.get(addr)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._heartbeat_quietly(addr))
+            self._heartbeats[addr] = task
+        await asyncio.shield(task)
+
+    async def _heartbeat_quietly(self, addr: str) -> None:
+        try:
+            await self._heartbeat(addr)
+        except ClientError as e:
+            log.warning("heartbeat to %s failed: %s", addr, e)
+
+    async def _heartbeat_all(self) -> None:
+        addrs = set(self._heartbeats)
+        for topic in self._core.routes.cached_topics():
+            route = self._core.routes.cached(topic)
+            if route is not None:
+                addrs |= set(route.master_addrs().values())
+        for addr in addrs:
+            await self._heartbeat_quietly(addr)
+
+    async def _unregister(self) -> None:
+        header: RemotingHeader = UnregisterClientRequestHeader(
+            client_id=self._core.client_id, producer_group=self.group
+        )
+        for addr in list(self._heartbeats):
+            try:
+                cmd = make_request(RequestCode.UNREGISTER_CLIENT, header)
+                await self._core.invoke(addr, cmd, _UNREGISTER_TIMEOUT_MS)
+            except ClientError as e:
+                log.debug("unregister from %s failed: %s", addr, e)
