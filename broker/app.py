@@ -196,7 +196,13 @@ class Broker:
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="broker-housekeeping"))
         self._tasks.append(asyncio.create_task(self._clean_loop(), name="broker-retention"))
         if config.namesrv_addrs:
-            self._tasks.append(asyncio.create_task(self._register_loop(), name="broker-register"))
+            registered = asyncio.Event()
+            self._tasks.append(
+                asyncio.create_task(self._register_loop(registered), name="broker-register")
+            )
+            # Ready means routable: wait (briefly) for the first round of registrations.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(registered.wait(), 5.0)
         self._started = True
         log.info(
             "broker %s ready on %s (flush %s)", config.broker_name, config.address, config.flush
@@ -377,7 +383,7 @@ class Broker:
             except Exception:
                 log.exception("retention pass failed")
 
-    async def _register_loop(self) -> None:
+    async def _register_loop(self, registered: asyncio.Event) -> None:
         connections = {addr: OutboundConnection(addr) for addr in self.config.namesrv_addrs}
         try:
             while True:
@@ -387,6 +393,7 @@ class Broker:
                         await self._register(connection)
                     except (OSError, TimeoutError, ConnectionError) as error:
                         log.warning("registration with name server %s failed: %s", address, error)
+                registered.set()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(
                         self._register_now.wait(), self.config.register_interval_s

@@ -363,7 +363,9 @@ def _cmd_send(args: argparse.Namespace) -> int:
         body = sys.stdin.buffer.read()
 
     async def run() -> int:
-        async for result in cmd_send(args.namesrv, args.topic, args.tags, args.keys, body, args.count):
+        async for result in cmd_send(
+            args.namesrv, args.topic, args.tags, args.keys, body, args.count
+        ):
             print(json.dumps(result), flush=True)
         return 0
 
@@ -374,7 +376,9 @@ def _cmd_consume(args: argparse.Namespace) -> int:
     from client.cli import cmd_consume
 
     async def run() -> int:
-        async for message in cmd_consume(args.namesrv, args.topic, args.group, args.count, args.start, args.expression):
+        async for message in cmd_consume(
+            args.namesrv, args.topic, args.group, args.count, args.start, args.expression
+        ):
             if args.json:
                 print(json.dumps(message, default=str), flush=True)
             else:
@@ -390,7 +394,11 @@ def _cmd_topic(args: argparse.Namespace) -> int:
 
     async def run() -> int:
         if args.action == "create":
-            print(json.dumps(await cmd_topic_create(args.namesrv, args.topic, args.queues, order=args.order)))
+            print(
+                json.dumps(
+                    await cmd_topic_create(args.namesrv, args.topic, args.queues, order=args.order)
+                )
+            )
         elif args.action == "list":
             for topic in await cmd_topic_list(args.namesrv):
                 print(topic)
@@ -406,7 +414,9 @@ def _cmd_topic(args: argparse.Namespace) -> int:
 
 def _add_namesrv(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--namesrv", default=_namesrv_default(), help="name servers, ';'-separated (default $NAMESRV_ADDR or 127.0.0.1:9876)"
+        "--namesrv",
+        default=_namesrv_default(),
+        help="name servers, ';'-separated (default $NAMESRV_ADDR or 127.0.0.1:9876)",
     )
 
 
@@ -467,7 +477,9 @@ def build_parser() -> argparse.ArgumentParser:
     consume = commands.add_parser("consume", help="consume messages and print them")
     consume.add_argument("--topic", required=True)
     consume.add_argument("--group", default="pocketmq-cli-consumer")
-    consume.add_argument("--count", type=int, help="stop after N messages (default: run until interrupted)")
+    consume.add_argument(
+        "--count", type=int, help="stop after N messages (default: run until interrupted)"
+    )
     consume.add_argument("--from", dest="start", choices=("first", "last"), default="last")
     consume.add_argument("--expression", default="*", help='tag expression, e.g. "A || B"')
     consume.add_argument("--json", action="store_true", help="one JSON object per message")
@@ -499,7 +511,9 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--topic", help="the topic to look a unique key or key up in")
     _add_broker_address(show)
     show.set_defaults(handler=_cmd_msg_show)
-    delete = msg_commands.add_parser("delete", help="mark a message for deletion: it is never served again")
+    delete = msg_commands.add_parser(
+        "delete", help="mark a message for deletion: it is never served again"
+    )
     delete.add_argument("id", help="offset message ID, or a unique key (with --topic)")
     delete.add_argument("--topic", help="the topic to look a unique key or key up in")
     _add_broker_address(delete)

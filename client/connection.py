@@ -110,6 +110,7 @@ class Connection(asyncio.Protocol):
         self._opaque = 0
         self._paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
+        self._out: list[bytes] | None = None  # frames waiting for the end of this loop turn
         self._handler_tasks: set[asyncio.Task[None]] = set()
         self._lost_reason: str | None = None
         self._closed = asyncio.get_running_loop().create_future()
@@ -261,11 +262,22 @@ class Connection(asyncio.Protocol):
         parts = encode_frame_parts(cmd)
         self._check_open()
         assert self._transport is not None
-        self._transport.writelines(parts)
+        # Cork: frames written in one turn of the event loop go out in one system call, so many
+        # sends in flight do not cost one syscall each.
+        if self._out is None:
+            self._out = parts
+            asyncio.get_running_loop().call_soon(self._flush_out)
+        else:
+            self._out.extend(parts)
         if self._paused:  # the socket buffer is full: wait instead of queueing more
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._drain_waiters.append(waiter)
             await waiter
+
+    def _flush_out(self) -> None:
+        out, self._out = self._out, None
+        if out and self._transport is not None and not self._transport.is_closing():
+            self._transport.writelines(out)
 
     def _wake_writers(self, error: Exception | None) -> None:
         waiters, self._drain_waiters = self._drain_waiters, []

@@ -82,7 +82,9 @@ def handle_message_info(
     if ext.get("action") == "delete":
         # An admin's delete: the message stays stored (append-only) but is never served again.
         for record in records:
-            broker.store.set_state(record.physical_offset, MessageState.MARKED_FOR_DELETION, "deleted by an admin")
+            broker.store.set_state(
+                record.physical_offset, MessageState.MARKED_FOR_DELETION, "deleted by an admin"
+            )
     return _json_response(request, [message_json(broker, r) for r in records])
 
 

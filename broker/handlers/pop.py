@@ -78,15 +78,18 @@ def handle_pop(
     async def hold() -> RemotingCommand:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + header.poll_time / 1000
-        while (remaining := deadline - loop.time()) > 0:
-            await broker.holds.wait_any(keys, remaining)
+        while True:
+            # Try again right before waiting (no await in between), so no arrival is missed.
             try:
                 found = attempt()
             except PopError as error:
                 return request.make_response(error.code, str(error))
             if found:
                 return _response(broker, request, header, found, ResponseCode.POLLING_TIMEOUT)
-        return _response(broker, request, header, [], ResponseCode.POLLING_TIMEOUT)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return _response(broker, request, header, [], ResponseCode.POLLING_TIMEOUT)
+            await broker.holds.wait_any(keys, remaining)
 
     return hold()
 

@@ -117,10 +117,8 @@ async def _hold(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     while True:
-        remaining = deadline - loop.time()
-        if remaining <= 0:
-            break
-        await broker.holds.wait(header.topic, header.queue_id, remaining)
+        # Read again right before waiting, with no await in between: a message that arrived
+        # after the handler's first read, but before this task ran, is not missed.
         response = _read(broker, request, header, tags, max_count, max_bytes)
         # Woken by a message the filter drops: keep waiting until the deadline.
         if (
@@ -128,7 +126,10 @@ async def _hold(
             and response.code != ResponseCode.PULL_RETRY_IMMEDIATELY
         ):
             return response
-    return _read(broker, request, header, tags, max_count, max_bytes)
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            return response
+        await broker.holds.wait(header.topic, header.queue_id, remaining)
 
 
 def _read(

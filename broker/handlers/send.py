@@ -154,7 +154,8 @@ def _send_batch(
             body=item.body,
             queue_id=queue_id,
             flag=item.flag,
-            properties_text=item.properties,
+            properties=dict(item.properties),
+            properties_text=encode_properties(item.properties),
             sysflag=header.sys_flag,
             born_timestamp=header.born_timestamp,
             born_host=born_host,
@@ -174,7 +175,7 @@ def _send_batch(
     except StoreError as error:
         return _refuse(request, ResponseCode.SYSTEM_ERROR, f"store refused the batch: {error}")
     broker.message_arrived(header.topic, queue_id)
-    unique_keys = [decode_properties(item.properties).get("UNIQ_KEY", "") for item in inner]
+    unique_keys = [item.properties.get("UNIQ_KEY", "") for item in inner]
     response_header = SendMessageResponseHeader(
         msg_id=",".join(broker.offset_msg_id(r.physical_offset) for r in results),
         queue_id=queue_id,

@@ -64,6 +64,7 @@ class Connection(asyncio.Protocol):
         self.attributes: dict[str, Any] = {}
         self.closed = False
         self._pending_writes: list[bytes] | None = None
+        self._corked: list[bytes] | None = None
         self._in_flight = 0
         self._reading_paused = False
         self._write_paused = False
@@ -195,8 +196,18 @@ class Connection(asyncio.Protocol):
             return
         if self._pending_writes is not None:
             self._pending_writes.append(data)
+        elif self._corked is not None:
+            self._corked.append(data)
         else:
-            self.transport.write(data)
+            # Responses finished by tasks (long polls, sync flushes) in one loop turn share one
+            # system call.
+            self._corked = [data]
+            asyncio.get_running_loop().call_soon(self._flush_corked)
+
+    def _flush_corked(self) -> None:
+        corked, self._corked = self._corked, None
+        if corked and self.transport is not None and not self.closed:
+            self.transport.writelines(corked)
 
     async def request(self, command: RemotingCommand, *, timeout_s: float = 3.0) -> RemotingCommand:
         """Send a request to the client (e.g. CHECK_TRANSACTION_STATE) and await its answer."""

@@ -259,10 +259,6 @@ async def test_broadcasting_delivers_to_every_consumer(namesrv: str, tmp_path: P
     assert (tmp_path / "0" / "offsets.json").exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="broker/handlers/send.py _send_batch passes a dict as PutMessage.properties_text",
-)
 async def test_batch_send(namesrv: str) -> None:
     topic = await make_topic(namesrv, 1)
     async with Producer(unique("PG"), namesrv=namesrv, retries=0) as producer:

@@ -1,0 +1,236 @@
+"""Produce and consume through the SDK against a real broker process, beside a bare uvloop echo.
+
+    python bench/produce_consume.py [--messages 50000] [--flush async sync]
+
+For each flush mode a fresh `pocketmq standalone` process (store in a temp folder) is started;
+this process runs the SDK on uvloop. Rows (1 KiB bodies):
+
+  one at a time     await producer.send(...) in a loop
+  pipelined         256 sends in flight (asyncio tasks)
+  batch             send_batch of 32 messages
+  consume           a PushConsumer reading everything back from the first offset
+  e2e @2000/s       5 s at 2,000 msg/s; latency = receive time - send time (p50, p99)
+
+Ceilings, measured in the same run: a bare uvloop echo server in its own process, frames of the
+same size (the SEND_MESSAGE_V2 frame of a 1 KiB body), one in flight and 256 in flight.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import selectors
+import shutil
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+import uvloop
+
+from client import Message, Producer, PushConsumer
+
+BODY = 1024
+ECHO_SERVER = r"""
+import asyncio, sys, uvloop
+class Echo(asyncio.Protocol):
+    def connection_made(self, t): self.t = t
+    def data_received(self, d): self.t.write(d)
+async def main():
+    server = await asyncio.get_running_loop().create_server(Echo, "127.0.0.1", 0)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await asyncio.Event().wait()
+uvloop.run(main())
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start(args: list[str]) -> tuple[subprocess.Popen[bytes], str]:
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert process.stdout is not None
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + 20
+    line = b""
+    while time.monotonic() < deadline and not line.endswith(b"\n"):
+        if selector.select(0.1):
+            line += os.read(process.stdout.fileno(), 4096)
+    selector.close()
+    return process, line.decode().strip()
+
+
+async def echo_ceiling(frame_size: int) -> tuple[float, float]:
+    process, port = start([sys.executable, "-c", ECHO_SERVER])
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", int(port))
+        frame = struct.pack(">i", frame_size - 4) + b"x" * (frame_size - 4)
+        n = 20_000
+        started = time.perf_counter()
+        for _ in range(n):
+            writer.write(frame)
+            await reader.readexactly(frame_size)
+        one = n / (time.perf_counter() - started)
+        n = 200_000
+        started = time.perf_counter()
+        sent = received = received_bytes = 0
+        window = 256
+        while received < n:
+            while sent < n and sent - received < window:
+                writer.write(frame)  # one write per frame, as a client sends them
+                sent += 1
+            received_bytes += len(await reader.read(1 << 20))
+            received = received_bytes // frame_size
+        piped = n / (time.perf_counter() - started)
+        writer.close()
+        return one, piped
+    finally:
+        process.kill()
+        process.wait()
+
+
+async def bench_mode(flush: str, messages: int) -> dict[str, float]:
+    data = tempfile.mkdtemp(prefix="pocketmq-bench-")
+    namesrv_port = free_port()
+    process, ready = start(
+        [
+            "pocketmq",
+            "standalone",
+            "--port",
+            "0",
+            "--namesrv-port",
+            str(namesrv_port),
+            "--data",
+            data,
+            "--flush",
+            flush,
+        ]
+    )
+    namesrv = f"127.0.0.1:{namesrv_port}"
+    results: dict[str, float] = {}
+    body = os.urandom(BODY)
+    topic = f"Bench{flush.capitalize()}"
+    try:
+        async with Producer("bench-producer", namesrv=namesrv) as producer:
+            await producer.send(Message(topic=topic, body=body))  # route and connection warm-up
+            n = min(5000, messages)
+            started = time.perf_counter()
+            for _ in range(n):
+                await producer.send(Message(topic=topic, body=body))
+            results["one at a time"] = n / (time.perf_counter() - started)
+
+            async def worker(count: int) -> None:
+                for _ in range(count):
+                    await producer.send(Message(topic=topic, body=body))
+
+            # 256 tasks, each sending in turn: 256 sends in flight.
+            started = time.perf_counter()
+            await asyncio.gather(*(worker(messages // 256) for _ in range(256)))
+            messages = messages // 256 * 256
+            results["pipelined (256 in flight)"] = messages / (time.perf_counter() - started)
+
+            batches = messages // 32 // 16 * 16
+
+            async def batch_worker(count: int) -> None:
+                for _ in range(count):
+                    await producer.send_batch([Message(topic=topic, body=body) for _ in range(32)])
+
+            started = time.perf_counter()
+            await asyncio.gather(*(batch_worker(batches // 16) for _ in range(16)))
+            results["batch of 32 (16 in flight)"] = batches * 32 / (time.perf_counter() - started)
+        total = 1 + n + messages + batches * 32
+
+        consumer = PushConsumer(f"bench-consumer-{flush}", namesrv=namesrv, consume_from="first")
+        consumer.subscribe(topic, "*")
+        received = 0
+        async with consumer:
+            started = time.perf_counter()
+            async for message in consumer:
+                await consumer.ack(message)
+                received += 1
+                if received >= total:
+                    break
+            results["consume"] = received / (time.perf_counter() - started)
+        results["e2e p50 ms"], results["e2e p99 ms"] = await e2e_latency(namesrv, f"{topic}Latency")
+    finally:
+        process.terminate()
+        process.wait()
+        shutil.rmtree(data, ignore_errors=True)
+    return results
+
+
+async def e2e_latency(
+    namesrv: str, topic: str, rate: int = 2000, seconds: float = 5.0
+) -> tuple[float, float]:
+    latencies: list[float] = []
+    total = int(rate * seconds)
+    consumer = PushConsumer("bench-latency", namesrv=namesrv, consume_from="first")
+    consumer.subscribe(topic, "*")
+    async with Producer("bench-latency-producer", namesrv=namesrv) as producer:
+        await producer.send(
+            Message(topic=topic, body=struct.pack(">d", time.time()))
+        )  # create the topic
+        async with consumer:
+
+            async def consume() -> None:
+                async for message in consumer:
+                    latencies.append(
+                        (time.time() - struct.unpack(">d", message.body[:8])[0]) * 1000
+                    )
+                    await consumer.ack(message)
+                    if len(latencies) > total:
+                        return
+
+            task = asyncio.create_task(consume())
+            await asyncio.sleep(1.0)  # let the consumer take its queues
+            started = time.perf_counter()
+            sent = 0
+            pending: set[asyncio.Task[object]] = set()
+            while sent < total:
+                due = int((time.perf_counter() - started) * rate)
+                while sent < min(due, total):
+                    body = struct.pack(">d", time.time()) + b"x" * (BODY - 8)
+                    pending.add(asyncio.create_task(producer.send(Message(topic=topic, body=body))))
+                    sent += 1
+                pending = {t for t in pending if not t.done()}
+                await asyncio.sleep(0.0005)
+            await asyncio.gather(*pending)
+            await asyncio.wait_for(task, 30)
+    measured = latencies[1:]
+    ordered = sorted(measured)
+    return statistics.median(measured), ordered[int(0.99 * (len(ordered) - 1))]
+
+
+async def main(args: argparse.Namespace) -> None:
+    # The frame of a SEND_MESSAGE_V2 with a 1 KiB body is about 1.3 KB; echo that size.
+    frame_size = 1320
+    one_ceiling, pipe_ceiling = await echo_ceiling(frame_size)
+    print(
+        f"ceiling: bare uvloop echo of {frame_size} B frames: one at a time {one_ceiling:,.0f}/s, 256 in flight {pipe_ceiling:,.0f}/s"
+    )
+    for flush in args.flush:
+        results = await bench_mode(flush, args.messages)
+        print(f"\nflush={flush}")
+        for name, value in results.items():
+            if name.startswith("e2e"):
+                print(f"  {name:<30}{value:>12.2f}")
+                continue
+            ceiling = one_ceiling if name == "one at a time" else pipe_ceiling
+            print(f"  {name:<30}{value:>12,.0f} msg/s  {value / ceiling:>7.1%} of the echo")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--messages", type=int, default=50_000)
+    parser.add_argument("--flush", nargs="+", default=["async", "sync"], choices=("async", "sync"))
+    uvloop.run(main(parser.parse_args()))

@@ -1,0 +1,177 @@
+"""Spark reads of the same messages three ways, in one run: the pocketmq data source over the
+commitlog, ``spark.read.json`` over JSON lines and ``spark.read.parquet`` over Parquet.
+
+    python bench/spark_read.py                      # 1,000,000 messages, bodies of ~200 bytes
+    python bench/spark_read.py --messages 200000 --runs 3 --data /tmp/pocketmq-bench
+
+The store is written through ``store.message_store.MessageStore`` (8 topics, tags, two keys
+and a unique key per message, like a producer sends them); the JSON lines and Parquet files are
+the same rows exported once by the data source, with every column (JSON keeps the body as
+base64, as Spark writes binary). Each timing is a full scan (``write.format("noop")``, which
+materialises every column; ``count()`` would let Parquet and JSON skip the values), the median
+of ``--runs`` warm runs after one warm-up. Goals: the data source at least 1x JSON and at least
+0.5x Parquet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+from store.config import StoreConfig  # noqa: E402
+from store.message_store import MessageStore, PutMessage  # noqa: E402
+
+TOPICS = [f"bench-topic-{i}" for i in range(8)]
+
+
+def write_store(root: Path, messages: int, seed: int = 7) -> float:
+    """Write ``messages`` messages; returns the seconds it took."""
+    rnd = random.Random(seed)
+    bodies = [rnd.randbytes(rnd.randint(180, 220)) for _ in range(1024)]
+    started = time.perf_counter()
+    with MessageStore.open(root, config=StoreConfig()) as store:
+        batch: list[PutMessage] = []
+        for i in range(messages):
+            batch.append(
+                PutMessage(
+                    topic=TOPICS[i % len(TOPICS)],
+                    queue_id=i % 4,
+                    body=bodies[i % len(bodies)],
+                    born_timestamp=1_700_000_000_000 + i,
+                    properties={
+                        "UNIQ_KEY": f"7F0000010001{i:020X}",
+                        "TAGS": f"tag{i % 5}",
+                        "KEYS": f"order-{i} customer-{i % 1000}",
+                        "WAIT": "true",
+                    },
+                )
+            )
+            if len(batch) == 1000:
+                store.put_many(batch)
+                batch.clear()
+        if batch:
+            store.put_many(batch)
+    return time.perf_counter() - started
+
+
+def session():  # type: ignore[no-untyped-def]
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .appName("pocketmq-bench")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.driver.memory", "4g")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.pyspark.python", sys.executable)
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def timed(action, runs: int) -> list[float]:  # type: ignore[no-untyped-def]
+    action()  # warm-up
+    seconds = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        action()
+        seconds.append(time.perf_counter() - started)
+    return seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="keep the store, JSON and Parquet here and reuse them (default: a temporary folder)",
+    )
+    args = parser.parse_args(argv)
+
+    work = args.data or Path(tempfile.mkdtemp(prefix="pocketmq-bench-"))
+    store_dir, json_dir, parquet_dir = work / "store", work / "json", work / "parquet"
+    marker = work / f"written-{args.messages}"
+    if not marker.exists():
+        for path in (store_dir, json_dir, parquet_dir):
+            shutil.rmtree(path, ignore_errors=True)
+        work.mkdir(parents=True, exist_ok=True)
+        seconds = write_store(store_dir, args.messages)
+        print(f"wrote {args.messages:,} messages through MessageStore in {seconds:.1f} s")
+    commitlog = store_dir / "commitlog"
+    segments = sorted(commitlog.iterdir())
+    print(
+        f"store: {len(segments)} segments, "
+        f"{sum(p.stat().st_size for p in segments) / 2**20:.0f} MiB preallocated"
+    )
+
+    import sparkexport
+
+    spark = session()
+    try:
+        sparkexport.register(spark)
+        source = spark.read.format("pocketmq").load(str(store_dir))
+        if not marker.exists():
+            source.write.mode("overwrite").json(str(json_dir))
+            source.write.mode("overwrite").parquet(str(parquet_dir))
+            marker.write_text("ok\n")
+        schema = source.schema
+        rows = source.count()
+        assert rows == args.messages, (rows, args.messages)
+        json_bytes = sum(p.stat().st_size for p in json_dir.glob("*.json"))
+        parquet_bytes = sum(p.stat().st_size for p in parquet_dir.glob("*.parquet"))
+        print(
+            f"rows: {rows:,}; JSON lines {json_bytes / 2**20:.0f} MiB, "
+            f"Parquet {parquet_bytes / 2**20:.0f} MiB"
+        )
+
+        routes = {
+            "pocketmq data source": lambda: spark.read.format("pocketmq").load(str(store_dir)),
+            "spark.read.json": lambda: spark.read.schema(schema).json(str(json_dir)),
+            "spark.read.parquet": lambda: spark.read.parquet(str(parquet_dir)),
+        }
+        results = {}
+        for name, frame in routes.items():
+            seconds = timed(
+                lambda frame=frame: frame().write.format("noop").mode("overwrite").save(),
+                args.runs,
+            )
+            median = statistics.median(seconds)
+            results[name] = rows / median
+            print(
+                f"{name:22s} full scan {median:6.2f} s  {rows / median:>12,.0f} records/s  "
+                f"(runs: {', '.join(f'{s:.2f}' for s in seconds)})"
+            )
+        ours = results["pocketmq data source"]
+        json_ratio = ours / results["spark.read.json"]
+        parquet_ratio = ours / results["spark.read.parquet"]
+        print(
+            f"ratios: {json_ratio:.2f}x spark.read.json (goal >= 1), "
+            f"{parquet_ratio:.2f}x spark.read.parquet (goal >= 0.5)"
+        )
+    finally:
+        spark.stop()
+        if args.data is None:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
