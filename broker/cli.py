@@ -82,8 +82,6 @@ def _cmd_store_inspect(args: argparse.Namespace) -> int:
             continue
         if item.physical_offset < args.from_offset:
             continue
-        if args.limit is not None and shown >= args.limit:
-            break
         shown += 1
         change = states.change_of(item.physical_offset)
         state = change.state if change else MessageState.AVAILABLE
@@ -122,6 +120,8 @@ def _cmd_store_inspect(args: argparse.Namespace) -> int:
                 f"born={row['born_timestamp']} stored={row['store_timestamp']} "
                 f"crc={'ok' if item.crc_ok else 'BAD'} state={state.label} body={row['body_preview']!r}\n"
             )
+        if args.limit is not None and shown >= args.limit:
+            break  # stop before reading (and counting) the next record
     summary = reader.summary
     result = {
         "records": summary.records,

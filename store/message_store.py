@@ -540,13 +540,16 @@ class MessageStore:
             code = self._tags_codes[tags] = compute_tags_code(tags)
         return code
 
-    def set_state(self, physical_offset: int, state: MessageState, reason: str = "") -> PutResult:
-        """Record a state change of the message at ``physical_offset`` (an appended record)."""
+    def set_state(
+        self, physical_offset: int, state: MessageState, reason: str = "", *, group: str = ""
+    ) -> PutResult:
+        """Record a state change of the message at ``physical_offset`` (an appended record);
+        with ``group`` it holds for that consumer group only."""
         self.read(physical_offset, check_crc=False)  # the target must exist
         return self.put(
             PutMessage(
                 topic=STATE_TOPIC,
-                body=encode_state_body(physical_offset, state, reason),
+                body=encode_state_body(physical_offset, state, reason, group=group),
                 properties={"TAGS": state.label},
             )
         )
@@ -661,14 +664,18 @@ class MessageStore:
                 PutMessage(
                     topic=STATE_TOPIC,
                     body=encode_state_body(
-                        start, change.state, change.reason, span_end=change.span_end
+                        start,
+                        change.state,
+                        change.reason,
+                        span_end=change.span_end,
+                        group=change.group,
                     ),
                     properties={"TAGS": change.state.label},
                 )
             )
 
-    def state_of(self, physical_offset: int) -> MessageState:
-        return self.states.state_of(physical_offset)
+    def state_of(self, physical_offset: int, group: str | None = None) -> MessageState:
+        return self.states.state_of(physical_offset, group)
 
     def state_change_of(self, physical_offset: int) -> StateChange | None:
         return self.states.change_of(physical_offset)
@@ -709,6 +716,7 @@ class MessageStore:
         max_bytes: int = 4 * 1024 * 1024,
         only_available: bool = True,
         verify_crc: bool = True,
+        group: str | None = None,
     ) -> GetResult:
         """Read up to ``max_count`` stored records from a queue, as RocketMQ's getMessage does.
 
@@ -740,7 +748,10 @@ class MessageStore:
                 continue
             if tags_codes is not None and code not in tags_codes:
                 continue
-            if only_available and self.states.state_of(physical) is not MessageState.AVAILABLE:
+            if (
+                only_available
+                and self.states.state_of(physical, group) is not MessageState.AVAILABLE
+            ):
                 continue
             if self.damaged and any(
                 d.start_offset <= physical < d.end_offset for d in self.damaged

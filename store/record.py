@@ -124,7 +124,7 @@ class RecordLimits(msgspec.Struct, frozen=True, kw_only=True):
     body_size_max: int = 4 * 1024 * 1024  # RocketMQ maxMessageSize
     properties_size_max: int = 32767  # Short.MAX_VALUE: the properties length field is a short
     topic_size_max: int = 127  # TopicValidator; V1 records hold a signed-byte topic length
-    system_topic_size_max: int = 255  # %RETRY% / %DLQ% topics
+    system_topic_size_max: int = 255  # %RETRY% topics (RocketMQ exempts only that prefix)
 
 
 class Host(msgspec.Struct, frozen=True, array_like=True):
@@ -511,6 +511,9 @@ def decode_record(
         properties = decode_properties(
             bytes(view[props_at + 2 : props_at + 2 + props_len]).decode("utf-8")
         )
+        # The store's whole-record CRC guards these bytes; it is not part of the message, and a
+        # copy of the message gets its own.
+        properties.pop(CRC_PROPERTY_NAME, None)
     except UnicodeDecodeError as error:
         raise CorruptRecordError(
             f"topic or properties are not UTF-8: {error}", offset=position

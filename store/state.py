@@ -9,7 +9,11 @@ A state change is never a rewrite: it is a record appended to the system topic
          9     8  span end                 0: one message; else every message with
                                            target <= physical offset < span end (retention
                                            marks a whole segment with one record)
-        17     n  reason                   UTF-8 text, may be empty
+        17     1  group length             0: the state holds for everyone
+        18     g  group                    a consumer group: the state holds for it alone
+                                           (dead-lettered by one group, still deliverable to
+                                           the others, as RocketMQ's per-group DLQs)
+      18+g     n  reason                   UTF-8 text, may be empty
 
 The table of current states lives in memory (only messages that are not available are kept)
 and is rebuilt on recovery by replaying that topic's consume queue.
@@ -53,25 +57,36 @@ class StateChange:
     reason: str = ""
     changed_at_ms: int = 0
     span_end: int = 0  # 0: just the message at target_offset
+    group: str = ""  # "": for every consumer group
 
 
 def encode_state_body(
-    target_offset: int, state: MessageState, reason: str = "", *, span_end: int = 0
+    target_offset: int, state: MessageState, reason: str = "", *, span_end: int = 0, group: str = ""
 ) -> bytes:
     assert target_offset >= 0
     assert span_end == 0 or span_end > target_offset
-    return _BODY.pack(target_offset, int(state), span_end) + reason.encode("utf-8")
+    group_bytes = group.encode("utf-8")
+    if len(group_bytes) > 255:
+        raise ValueError(f"group name of {len(group_bytes)} bytes is too long for a state record")
+    head = _BODY.pack(target_offset, int(state), span_end) + bytes([len(group_bytes)])
+    return head + group_bytes + reason.encode("utf-8")
 
 
 def decode_state_body(body: bytes, changed_at_ms: int = 0) -> StateChange:
     """Raises ValueError on a body that is not a state change."""
-    if len(body) < _BODY.size:
-        raise ValueError(f"state record body has {len(body)} bytes, needs at least {_BODY.size}")
+    if len(body) < _BODY.size + 1:
+        raise ValueError(
+            f"state record body has {len(body)} bytes, needs at least {_BODY.size + 1}"
+        )
     target, code, span_end = _BODY.unpack_from(body)
     if target < 0 or (span_end and span_end <= target):
         raise ValueError(f"state record targets [{target}, {span_end}): not a valid span")
-    reason = body[_BODY.size :].decode("utf-8", "replace")
-    return StateChange(target, MessageState(code), reason, changed_at_ms, span_end)
+    group_end = _BODY.size + 1 + body[_BODY.size]
+    if group_end > len(body):
+        raise ValueError("state record group runs past the body")
+    group = body[_BODY.size + 1 : group_end].decode("utf-8", "replace")
+    reason = body[group_end:].decode("utf-8", "replace")
+    return StateChange(target, MessageState(code), reason, changed_at_ms, span_end, group)
 
 
 class StateTable:
@@ -103,9 +118,12 @@ class StateTable:
             return self._spans[index]
         return None
 
-    def state_of(self, physical_offset: int) -> MessageState:
+    def state_of(self, physical_offset: int, group: str | None = None) -> MessageState:
+        """The state for ``group`` (None: as stored, whoever it was for)."""
         change = self.change_of(physical_offset)
-        return MessageState.AVAILABLE if change is None else change.state
+        if change is None or (change.group and group is not None and change.group != group):
+            return MessageState.AVAILABLE
+        return change.state
 
     def change_of(self, physical_offset: int) -> StateChange | None:
         change = self._changes.get(physical_offset)

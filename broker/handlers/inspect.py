@@ -44,6 +44,7 @@ def message_json(broker: Broker, record: MessageRecord) -> dict[str, Any]:
         "state": state.label,
         "state_code": int(state),
         "state_reason": change.reason if change else "",
+        "state_group": change.group if change else "",  # "": for every consumer group
         "reconsume_times": record.reconsume_times,
         "tags": record.tags,
         "keys": record.keys,

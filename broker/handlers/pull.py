@@ -147,6 +147,7 @@ def _read(
         max_count,
         tags_codes=tags,
         max_bytes=max_bytes,
+        group=header.consumer_group,
     )
     code = _status_code(result, header.queue_offset)
     response_header = PullMessageResponseHeader(

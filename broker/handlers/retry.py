@@ -126,13 +126,17 @@ def dead_letter(
             reconsume_times=record.reconsume_times + 1,
         )
     )
+    # Poisoned for this group only: other groups that consume the topic still get the message.
     broker.store.set_state(
-        record.physical_offset, MessageState.POISONED, f"dead-lettered to {topic}: {reason}"
+        record.physical_offset,
+        MessageState.POISONED,
+        f"dead-lettered to {topic}: {reason}",
+        group=group,
     )
     original = _first_delivery(broker, properties)
     if original is not None and original != record.physical_offset:
         broker.store.set_state(
-            original, MessageState.POISONED, f"dead-lettered to {topic}: {reason}"
+            original, MessageState.POISONED, f"dead-lettered to {topic}: {reason}", group=group
         )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import TypeVar
 
@@ -35,5 +36,8 @@ def save_json(path: Path | None, value: object) -> None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(path.name + ".tmp")
-    temp.write_bytes(msgspec.json.encode(value))
+    with open(temp, "wb") as handle:
+        handle.write(msgspec.json.encode(value))
+        handle.flush()
+        os.fsync(handle.fileno())  # never an empty file after a power loss
     temp.replace(path)

@@ -285,7 +285,7 @@ class PopService:
         if position is None:
             committed = self.broker.offsets.query(group, topic, queue_id)
             position = committed if committed is not None else store.min_offset(topic, queue_id)
-        result = store.get_messages(topic, queue_id, position, count, tags_codes=tags)
+        result = store.get_messages(topic, queue_id, position, count, tags_codes=tags, group=group)
         if not result.messages:
             if result.next_offset > position and not order:
                 self.positions[base] = result.next_offset  # skip filtered-out messages

@@ -142,8 +142,11 @@ class ScheduleService:
                 self._schedule(level, due_ms)
                 break
             try:
-                self._deliver(store.read(physical))
-                delivered += 1
+                # Delivered before a crash that lost delayOffset.json's newest position: the
+                # waiting copy is already retired, so it is not delivered twice.
+                if store.state_of(physical) is not MessageState.MARKED_FOR_DELETION:
+                    self._deliver(store.read(physical))
+                    delivered += 1
             except (CorruptRecordError, OffsetOutOfRangeError) as error:
                 log.error(
                     "delay level %d: skipping unreadable message at %d: %s", level, physical, error

@@ -141,7 +141,12 @@ def test_a_client_that_disconnects_mid_request(broker: Process) -> None:
 def test_a_batch_is_stored_as_one_record_per_message(broker: Process) -> None:
     from broker.protocol.message_codec import BatchMessage, decode_messages, encode_batch
 
-    body = encode_batch([BatchMessage(body=f"b{i}".encode(), properties={"UNIQ_KEY": f"B{i}", "TAGS": "t"}) for i in range(3)])
+    body = encode_batch(
+        [
+            BatchMessage(body=f"b{i}".encode(), properties={"UNIQ_KEY": f"B{i}", "TAGS": "t"})
+            for i in range(3)
+        ]
+    )
     with RawClient(broker.address) as client:
         response = client.send_message("Batched", body, code=RequestCode.SEND_BATCH_MESSAGE)
         assert response.code == ResponseCode.SUCCESS, response.remark
@@ -149,7 +154,11 @@ def test_a_batch_is_stored_as_one_record_per_message(broker: Process) -> None:
         assert len(response.ext_fields["msgId"].split(",")) == 3
         pulled = decode_messages(client.pull("Batched", 0, 0).body)
         assert [(m.body, m.properties["UNIQ_KEY"], m.queue_offset) for m in pulled] == [
-            (b"b0", "B0", 0), (b"b1", "B1", 1), (b"b2", "B2", 2)
+            (b"b0", "B0", 0),
+            (b"b1", "B1", 1),
+            (b"b2", "B2", 2),
         ]
-        bad = client.send_message("Batched", b"\x00\x00\x00\x05xx", code=RequestCode.SEND_BATCH_MESSAGE)
+        bad = client.send_message(
+            "Batched", b"\x00\x00\x00\x05xx", code=RequestCode.SEND_BATCH_MESSAGE
+        )
         assert bad.code == ResponseCode.MESSAGE_ILLEGAL

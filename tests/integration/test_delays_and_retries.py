@@ -257,9 +257,26 @@ def test_dlq_list_resend_and_msg_show_from_the_command_line(broker: Process) -> 
 
 def test_an_admin_delete_marks_the_message_and_hides_it(broker: Process) -> None:
     with RawClient(broker.address) as client:
-        assert client.send_message("Mistakes", b"oops", properties="UNIQ_KEY\x01OOPS1\x02").code == 0
+        assert (
+            client.send_message("Mistakes", b"oops", properties="UNIQ_KEY\x01OOPS1\x02").code == 0
+        )
         assert len(pull_all(client, "Mistakes")) == 1
         deleted = cli("msg", "delete", "OOPS1", "--topic", "Mistakes", "--broker", broker.address)
         assert deleted.returncode == 0, deleted.stderr
         assert json.loads(deleted.stdout)["state"] == "marked_for_deletion"
         assert pull_all(client, "Mistakes") == []
+
+
+def test_a_message_dead_lettered_by_one_group_still_reaches_the_others(broker: Process) -> None:
+    with RawClient(broker.address) as client:
+        assert (
+            client.send_message("Shared", b"shared-1", properties="UNIQ_KEY\x01SHARED1\x02").code
+            == 0
+        )
+        first = pull_all(client, "Shared", group="group-a")[0]
+        assert (
+            client.send_back(first.commitlog_offset, "group-a", delay_level=-1).code
+            == ResponseCode.SUCCESS
+        )
+        assert pull_all(client, "Shared", group="group-a") == []  # poisoned for group-a
+        assert [m.body for m in pull_all(client, "Shared", group="group-b")] == [b"shared-1"]

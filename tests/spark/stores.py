@@ -69,7 +69,9 @@ def varied_messages(count: int) -> list[PutMessage]:
         messages.append(
             PutMessage(
                 topic=topic,
-                body=bytes((i * 7 + k) % 256 for k in range(i % 50 + (400 if i % 13 == 0 else 1))),
+                body=bytes(
+                    (i * 7 + k) % 256 for k in range((i % 50) * 25 + (1500 if i % 13 == 0 else 1))
+                ),
                 queue_id=i % 4,
                 flag=i % 3,
                 properties=properties,
@@ -154,7 +156,8 @@ def normalise(row: dict[str, Any]) -> dict[str, Any]:
         value = out.pop(name, None)
         if isinstance(value, dt.datetime):
             assert value.tzinfo is not None
-            assert int(value.timestamp() * 1000) == out[f"{name}_ms"]
+            epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+            assert (value - epoch) // dt.timedelta(milliseconds=1) == out[f"{name}_ms"]
     props = out["properties"]
     out["properties"] = dict(props) if not isinstance(props, dict) else props
     out["body"] = bytes(out["body"])

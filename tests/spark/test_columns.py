@@ -80,7 +80,9 @@ values = st.text(
 )
 records = st.builds(
     MessageRecord,
-    topic=st.one_of(names, st.text(alphabet="ab", min_size=121, max_size=200).map("%RETRY%".__add__)),
+    topic=st.one_of(
+        names, st.text(alphabet="ab", min_size=121, max_size=200).map("%RETRY%".__add__)
+    ),
     body=st.binary(max_size=300),
     queue_id=st.integers(-(2**31), 2**31 - 1),
     flag=st.integers(-(2**31), 2**31 - 1),
@@ -176,7 +178,7 @@ def test_properties_follow_rocketmq_parse_rules() -> None:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("store")
-    write_store(root, varied_messages(120))
+    write_store(root, varied_messages(200))
     return root
 
 
