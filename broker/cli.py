@@ -1,13 +1,12 @@
-"""The ``pocketmq`` command line.
+"""The ``pocketmq`` command line (``pocketmq --help``; every command in docs/cli.md).
 
-    pocketmq standalone [--data DIR] [--port 10911] [--namesrv-port 9876] [--flush sync|async]
-    pocketmq namesrv [--host H] [--port 9876]
-    pocketmq broker [--port 10911] [--namesrv ADDR] [--data DIR] [--name N] [--flush sync|async]
-    pocketmq id decode ID...                     every field of each message ID, as JSON
-    pocketmq store inspect DIR [--topic T] [--from OFFSET] [--limit N] [--json]
+Servers: ``standalone``, ``namesrv``, ``broker``. Messages over the SDK: ``send``, ``consume``,
+``topic``. Broker administration: ``time`` (the manual clock), ``msg show|delete``, ``dlq``,
+``tx``. Offline: ``id decode``, ``store inspect``.
 
-Exit status: 0 on success, 2 when an argument is wrong (an ID that fits no scheme, a folder that
-is not a store), 1 when the data read is damaged (bad CRC, torn tail, damaged segment).
+Exit status: 0 on success; 2 when an argument is wrong (an ID that fits no scheme, a folder that
+is not a store); 1 when the broker refused, a client error happened, or ``store inspect`` found
+damage (bad CRC, torn tail, damaged segment); 130 when interrupted.
 """
 
 from __future__ import annotations

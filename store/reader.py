@@ -4,8 +4,9 @@ It takes no lock and writes nothing, so it can read a store that a broker has op
 written by Apache RocketMQ (only ``commitlog/`` is needed; states are folded from the state
 topic's records when pocketmq wrote them).
 
-Unlike recovery, a record whose structure is sound but whose body CRC does not match is
-reported (``crc_ok = False``) and the walk goes on; a record whose structure is broken ends its
+Unlike recovery, a record whose structure is sound but whose CRC does not match (the
+whole-record CRC where ``config/storeFormat.json`` says the store wrote one, else the body CRC)
+is reported (``crc_ok = False``) and the walk goes on; a record whose structure is broken ends its
 segment: in the last segment that is a torn tail, elsewhere a damaged range.
 """
 

@@ -112,7 +112,8 @@ def scan_records(
 
     ``on_record(position, size)`` is called for each valid record. With ``base_offset`` (the
     segment's start offset) each record's PHYSICALOFFSET field must match where it lies. A
-    record ending in a ``__CRC32#`` property has its whole-record CRC checked, else its body CRC.
+    record inside ``record_crc_range`` has its whole-record ``__CRC32#`` checked, any other its
+    body CRC.
     The common case (a V1 record with IPv4 hosts) is checked inline; anything unusual goes
     through :func:`store.record.check_record`, which gives the precise reason.
     Records whose physical offset falls in ``record_crc_range`` (needs ``base_offset``) must
