@@ -247,9 +247,7 @@ def test_dlq_list_resend_and_msg_show_from_the_command_line(broker: Process) -> 
     }
     with RawClient(broker.address) as client:
         bodies = [
-            m.body
-            for q in range(8)
-            for m in pull_all(client, "Invoices", queue_id=q, group=group)
+            m.body for q in range(8) for m in pull_all(client, "Invoices", queue_id=q, group=group)
         ]
         # The group gets only the resent copy: the original stays stored, poisoned for it.
         assert bodies.count(b"invoice-7") == 1
@@ -280,3 +278,33 @@ def test_a_message_dead_lettered_by_one_group_still_reaches_the_others(broker: P
         )
         assert pull_all(client, "Shared", group="group-a") == []  # poisoned for group-a
         assert [m.body for m in pull_all(client, "Shared", group="group-b")] == [b"shared-1"]
+
+
+def test_a_restart_in_the_middle_of_delays_and_retries_loses_and_repeats_nothing(
+    broker: Process,
+) -> None:
+    group = "restarting"
+    with RawClient(broker.address) as client:
+        start = int(client.clock()["now"])
+        for level in (3, 5, 17):  # 10 s, 1 m, 1 h
+            assert (
+                client.send_message(
+                    "Later", f"L{level}".encode(), properties=f"DELAY\x01{level}\x02"
+                ).code
+                == 0
+            )
+        assert client.send_message("Work", b"w1", properties="UNIQ_KEY\x01W1\x02").code == 0
+        first = pull_all(client, "Work", group=group)[0]
+        assert client.send_back(first.commitlog_offset, group).code == 0  # a retry due in 10 s
+        client.clock("set", time=str(start + 30_000))  # L3 and the retry are delivered
+        assert [m.body for m in pull_all(client, "Later")] == [b"L3"]
+        assert [m.body for m in pull_all(client, f"%RETRY%{group}", group=group)] == [b"w1"]
+    broker.kill()  # L5 and L17 are still waiting
+    broker.start()
+    with RawClient(broker.address) as client:
+        # The manual clock resumes no earlier than the newest stored message (delivered at +10 s).
+        assert int(client.clock()["now"]) >= start + 10_000
+        assert [m.body for m in pull_all(client, "Later")] == [b"L3"]
+        client.clock("set", time=str(start + 2 * 3_600_000))
+        assert [m.body for m in pull_all(client, "Later")] == [b"L3", b"L5", b"L17"]
+        assert [m.body for m in pull_all(client, f"%RETRY%{group}", group=group)] == [b"w1"]
