@@ -31,7 +31,6 @@ from store.record import (
     decode_record,
     encode_blank,
     encode_crc_property,
-    with_crc_room,
 )
 
 __all__ = ["AppendResult", "CommitLog"]
@@ -40,6 +39,7 @@ _PREFIX = {
     (b, s): struct.Struct(">iIIiiqqiq" + f"{b}siq{s}siiqi") for b in (4, 16) for s in (4, 16)
 }
 _FIXED_V4 = _PREFIX[(4, 4)].size  # 88 bytes before the body with IPv4 hosts
+_NOT_V6 = ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,26 +170,71 @@ class CommitLog:
         properties: bytes,
         append_crc: bool = True,
     ) -> AppendResult:
-        """Encode and write one record in RocketMQ's layout. Limits are the caller's job.
+        """Encode and write one record in RocketMQ's layout; see :meth:`append`."""
+        offset, total = self.append(
+            topic,
+            queue_id,
+            flag,
+            queue_offset,
+            sysflag,
+            born_timestamp,
+            born_host,
+            store_timestamp,
+            store_host,
+            reconsume_times,
+            prepared_transaction_offset,
+            body,
+            properties,
+            append_crc,
+        )
+        return AppendResult(offset, total)
 
-        ``append_crc`` ends the properties with RocketMQ's ``__CRC32#`` whole-record CRC."""
-        if append_crc:
-            properties = with_crc_room(properties)
+    def append(
+        self,
+        topic: bytes,
+        queue_id: int,
+        flag: int,
+        queue_offset: int,
+        sysflag: int,
+        born_timestamp: int,
+        born_host: Host,
+        store_timestamp: int,
+        store_host: Host,
+        reconsume_times: int,
+        prepared_transaction_offset: int,
+        body: bytes | memoryview,
+        properties: bytes,
+        append_crc: bool,
+    ) -> tuple[int, int]:
+        """Encode and write one record in RocketMQ's layout; returns (physical offset, size).
+        Limits are the caller's job. ``append_crc`` ends the properties with RocketMQ's
+        ``__CRC32#`` whole-record CRC. Positional on purpose: it runs for every message."""
+        if append_crc and properties and properties[-1] != 2:
+            properties += b"\x02"  # the CRC property needs a separator before it
         crc_room = CRC_PROPERTY_LENGTH if append_crc else 0
-        born_len = len(born_host.address)
-        store_len = len(store_host.address)
-        sysflag &= ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
-        if born_len == 16:
+        born_address = born_host.address
+        store_address = store_host.address
+        sysflag &= _NOT_V6
+        if len(born_address) == 16:
             sysflag |= SysFlag.BORNHOST_V6
-        if store_len == 16:
+        if len(store_address) == 16:
             sysflag |= SysFlag.STOREHOST_V6
         topic_len = len(topic)
         version_two = topic_len > 127
-        prefix = _PREFIX[(born_len, store_len)]
+        prefix = _PREFIX[(len(born_address), len(store_address))]
         body_len = len(body)
         properties_len = len(properties) + crc_room
         total = prefix.size + body_len + (2 if version_two else 1) + topic_len + 2 + properties_len
-        segment, position, physical_offset = self.reserve(total)
+        # reserve(), inlined for the common case: the record fits the current segment.
+        position = self._write_position
+        if (
+            self._segments
+            and total + END_FILE_MIN_BLANK_LENGTH <= self._segments[-1].size - position
+        ):
+            segment = self._segments[-1]
+            physical_offset = self._starts[-1] + position
+        else:
+            segment, position, physical_offset = self.reserve(total)
         view = segment.view
         prefix.pack_into(
             view,
@@ -203,18 +248,18 @@ class CommitLog:
             physical_offset,
             sysflag,
             born_timestamp,
-            born_host.address,
+            born_address,
             born_host.port,
             store_timestamp,
-            store_host.address,
+            store_address,
             store_host.port,
             reconsume_times,
             prepared_transaction_offset,
             body_len,
         )
         at = position + prefix.size
-        view[at : at + body_len] = body
-        at += body_len
+        end = at + body_len
+        view[at:end] = body
         tail = b"".join(
             (
                 topic_len.to_bytes(2 if version_two else 1, "big"),
@@ -223,15 +268,15 @@ class CommitLog:
                 properties,
             )
         )
-        view[at : at + len(tail)] = tail
-        at += len(tail)
+        at = end + len(tail)
+        view[end:at] = tail
         if append_crc:
             crc = zlib.crc32(view[position:at]) & 0x7FFFFFFF
             view[at : at + CRC_PROPERTY_LENGTH] = encode_crc_property(crc)
             at += CRC_PROPERTY_LENGTH
         assert at == position + total
         self._write_position = position + total
-        return AppendResult(physical_offset, total)
+        return physical_offset, total
 
     # -- reading ---------------------------------------------------------------------------
 

@@ -199,8 +199,7 @@ _CRC_PROPERTY_PREFIX = b"__CRC32#\x01"
 def encode_crc_property(crc: int) -> bytes:
     """RocketMQ's ``__CRC32#`` property: ten decimal digits, least significant digit first."""
     assert 0 <= crc <= 0x7FFFFFFF
-    digits = f"{crc:010d}"[::-1]
-    return _CRC_PROPERTY_PREFIX + digits.encode("ascii") + b"\x02"
+    return _CRC_PROPERTY_PREFIX + (b"%010d" % crc)[::-1] + b"\x02"
 
 
 def record_crc_at(view: memoryview | bytes, end: int) -> int | None:
