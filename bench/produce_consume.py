@@ -32,7 +32,7 @@ import time
 
 import uvloop
 
-from client import Message, Producer, PushConsumer
+from client import Admin, Message, Producer, PushConsumer
 
 BODY = 1024
 ECHO_SERVER = r"""
