@@ -279,7 +279,7 @@ class Broker:
                 result.physical_offset,
                 result.queue_offset,
                 half.properties,
-                message.born_timestamp or result.store_timestamp,
+                result.store_timestamp,  # the broker's clock: it is what the manual clock moves
             )
             return result
         if tx_type in (SysFlag.TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE):

@@ -12,12 +12,17 @@
             ...
             await consumer.ack(message)
 
+Also: ``TransactionProducer`` (half message, local transaction, check-back;
+``client.transaction``), ``SimpleConsumer`` (POP: receive / ack / change_invisible_duration;
+``client.simple``), ``PushConsumer.poison`` (straight to the DLQ), and ``Admin.clock`` /
+``advance_clock`` / ``set_clock`` for brokers on pocketmq's manual clock.
+
 Errors are in ``client.errors`` (tree in its docstring); ``ClientError`` is their base.
 """
 
 from __future__ import annotations
 
-from .admin import Admin, QueueStatus
+from .admin import Admin, ClockState, QueueStatus
 from .consumer import ConsumeResult, PushConsumer
 from .errors import (
     BrokerError,
@@ -25,13 +30,22 @@ from .errors import (
     ClientError,
     ClientUsageError,
     ConnectionLostError,
+    IllegalOperationError,
     MessageTooLargeError,
     RequestTimeoutError,
     RouteNotFoundError,
+    StaleReceiptHandleError,
 )
 from .message import Message, MessageQueue, MessageView, ReceivedMessage, SendResult, SendStatus
 from .producer import Producer
 from .pull import PullConsumer, PullResult, PullStatus
+from .simple import ReceiptHandle, SimpleConsumer
+from .transaction import (
+    Transaction,
+    TransactionProducer,
+    TransactionResolution,
+    TransactionSendResult,
+)
 
 __all__ = [
     "Admin",
@@ -39,8 +53,10 @@ __all__ = [
     "ClientClosedError",
     "ClientError",
     "ClientUsageError",
+    "ClockState",
     "ConnectionLostError",
     "ConsumeResult",
+    "IllegalOperationError",
     "Message",
     "MessageQueue",
     "MessageTooLargeError",
@@ -51,9 +67,16 @@ __all__ = [
     "PullStatus",
     "PushConsumer",
     "QueueStatus",
+    "ReceiptHandle",
     "ReceivedMessage",
     "RequestTimeoutError",
     "RouteNotFoundError",
     "SendResult",
     "SendStatus",
+    "SimpleConsumer",
+    "StaleReceiptHandleError",
+    "Transaction",
+    "TransactionProducer",
+    "TransactionResolution",
+    "TransactionSendResult",
 ]

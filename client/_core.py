@@ -12,11 +12,12 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
-from broker.protocol import RemotingCommand
+from broker.protocol import RemotingCommand, RequestCode
+from broker.protocol.headers import ClusterInfo, decode_json_body
 
-from .connection import ConnectionPool
+from .connection import ConnectionPool, check_response
 from .errors import ClientClosedError, RouteNotFoundError
-from .route import RouteClient
+from .route import MASTER_ID, RouteClient
 
 __all__ = ["ClientCore", "local_ip"]
 
@@ -155,6 +156,22 @@ class ClientCore:
                 raise
         await self.routes.get(topic)
         return self.broker_addr(broker_name)
+
+    async def cluster_info(self) -> ClusterInfo:
+        """GET_BROKER_CLUSTER_INFO (106) from the name server."""
+        response = check_response(
+            await self.routes.invoke_namesrv(RequestCode.GET_BROKER_CLUSTER_INFO)
+        )
+        return decode_json_body(response.body or b"{}", ClusterInfo)
+
+    async def master_brokers(self) -> dict[str, str]:
+        """Every broker the name server knows that has a master: name -> master address."""
+        info = await self.cluster_info()
+        return {
+            name: data.broker_addrs[MASTER_ID]
+            for name, data in sorted(info.broker_addr_table.items())
+            if MASTER_ID in data.broker_addrs
+        }
 
     async def invoke(
         self, addr: str, cmd: RemotingCommand, timeout_ms: float | None = None

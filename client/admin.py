@@ -5,6 +5,12 @@ async with Admin("127.0.0.1:9876") as admin:
     print(await admin.list_topics())
     for q in await admin.topic_status("Orders"):
         print(q.queue, q.min_offset, q.max_offset, q.last_update_ms)
+
+Brokers started with ``--clock manual`` (pocketmq only) move their clock when told::
+
+    await admin.advance_clock("2h")     # everything due fires, in order, before this returns
+    await admin.set_clock(1_700_000_000_000)
+    states = await admin.clock()        # {broker name: ClockState(now_ms, manual, ...)}
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from broker.protocol.headers import ClusterInfo, CreateTopicRequestHeader, decod
 
 from . import _queries
 from ._core import ClientCore
+from ._duration import Duration, duration_ms
 from .connection import check_response, make_request
 from .errors import (
     BrokerError,
@@ -31,14 +38,17 @@ from .errors import (
     ClientError,
     ClientUsageError,
     RouteNotFoundError,
+    UnknownBrokerError,
 )
 from .message import MessageQueue, validate_topic
 from .pull import TOOLS_GROUP, pull_queue
 from .route import AUTO_CREATE_TOPIC, MASTER_ID
 
-__all__ = ["Admin", "QueueStatus"]
+__all__ = ["Admin", "ClockState", "QueueStatus"]
 
 log = logging.getLogger("pocketmq.client.admin")
+
+_CLOCK_TIMEOUT_MS = 60_000
 
 
 @dataclass(frozen=True)
@@ -58,6 +68,29 @@ class QueueStatus:
             "min_offset": self.min_offset,
             "max_offset": self.max_offset,
             "last_update_ms": self.last_update_ms,
+        }
+
+
+@dataclass(frozen=True)
+class ClockState:
+    """A broker's answer to POCKETMQ_CLOCK: its time, whether it is manual, how many due items
+    the request fired, and how many are still waiting."""
+
+    broker: str
+    addr: str
+    now_ms: int
+    manual: bool
+    fired: int
+    pending: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "broker": self.broker,
+            "addr": self.addr,
+            "now_ms": self.now_ms,
+            "manual": self.manual,
+            "fired": self.fired,
+            "pending": self.pending,
         }
 
 
@@ -123,10 +156,7 @@ class Admin:
     async def cluster_info(self) -> ClusterInfo:
         """GET_BROKER_CLUSTER_INFO (106) from the name server."""
         self._check_open()
-        response = check_response(
-            await self._core.routes.invoke_namesrv(RequestCode.GET_BROKER_CLUSTER_INFO)
-        )
-        return decode_json_body(response.body or b"{}", ClusterInfo)
+        return await self._core.cluster_info()
 
     async def create_topic(
         self,
@@ -232,3 +262,66 @@ class Admin:
             except ClientError as e:
                 log.debug("last message of %s unreadable: %s", mq, e)
         return QueueStatus(mq, low, high, last)
+
+    # -- the manual clock (pocketmq's POCKETMQ_CLOCK, request code 9001) ----------------------
+
+    async def clock(self, *, broker: str | None = None) -> dict[str, ClockState]:
+        """The time of every master broker (or of ``broker``: a name or "host:port")."""
+        return await self._clock({"action": "get"}, broker)
+
+    async def advance_clock(
+        self, duration: Duration, *, broker: str | None = None
+    ) -> dict[str, ClockState]:
+        """Move manual clocks forward by ``duration`` ("2h", "90s", "1h30m", "250ms", an int of
+        milliseconds, or a timedelta). Each broker fires everything that falls due, in due
+        order, before it answers; brokers are advanced one after another.
+
+        ``IllegalOperationError`` if a broker runs on the system clock.
+        """
+        ms = duration_ms(duration)
+        return await self._clock({"action": "advance", "duration": str(ms)}, broker)
+
+    async def set_clock(self, epoch_ms: int, *, broker: str | None = None) -> dict[str, ClockState]:
+        """Set manual clocks to ``epoch_ms``; a clock never goes backwards
+        (``InvalidParameterError``)."""
+        if isinstance(epoch_ms, bool) or not isinstance(epoch_ms, int) or epoch_ms < 0:
+            raise ClientUsageError(f"epoch_ms must be a non-negative int: {epoch_ms!r}")
+        return await self._clock({"action": "set", "time": str(epoch_ms)}, broker)
+
+    async def _clock_targets(self, broker: str | None) -> dict[str, str]:
+        if broker is not None and ":" in broker:
+            return {broker: broker}
+        masters = await self._core.master_brokers()
+        if broker is not None:
+            if broker not in masters:
+                raise ClientUsageError(
+                    f"broker {broker!r} is not registered with the name server "
+                    f"(known: {', '.join(masters) or 'none'})"
+                )
+            return {broker: masters[broker]}
+        if not masters:
+            raise RouteNotFoundError("*", "no master broker registered with the name server")
+        return masters
+
+    async def _clock(self, fields: dict[str, str], broker: str | None) -> dict[str, ClockState]:
+        self._check_open()
+        out: dict[str, ClockState] = {}
+        for name, addr in (await self._clock_targets(broker)).items():
+            cmd = make_request(RequestCode.POCKETMQ_CLOCK, ext_fields=dict(fields))
+            # advancing runs everything due before the broker answers: allow it time
+            response = check_response(await self._core.invoke(addr, cmd, _CLOCK_TIMEOUT_MS))
+            ext = response.ext_fields or {}
+            try:
+                out[name] = ClockState(
+                    broker=name,
+                    addr=addr,
+                    now_ms=int(ext["now"]),
+                    manual=ext.get("manual") == "true",
+                    fired=int(ext.get("fired", "0")),
+                    pending=int(ext.get("pending", "0")),
+                )
+            except (KeyError, ValueError):
+                raise UnknownBrokerError(
+                    response.code, f"malformed clock answer from {addr}: {ext}"
+                ) from None
+        return out

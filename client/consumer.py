@@ -22,8 +22,10 @@ Behaviour (RocketMQ ``DefaultMQPushConsumer``; remoting.md §5.3, rocketmq-store
   ``allocate`` (``AllocateMessageQueueAveragely``) every ``rebalance_interval_s`` (20 s) and at
   once on NOTIFY_CONSUMER_IDS_CHANGED; offsets live on the broker. Failed messages go back
   through CONSUMER_SEND_MSG_BACK (delay level 0: the broker picks 3 + reconsume times) and
-  arrive again from ``%RETRY%<group>``; if the broker refuses, the message is retried
-  locally after ``local_retry_delay_ms``.
+  arrive again from ``%RETRY%<group>`` (subscribed automatically); after
+  ``max_reconsume_times`` retries (16: 17 deliveries) the broker moves the message to
+  ``%DLQ%<group>``. If the broker refuses the send-back, the message is retried locally after
+  ``local_retry_delay_ms``.
 * broadcasting: every consumer gets every queue; offsets live in a local JSON file; failed
   messages are logged and never retried.
 * concurrent: up to ``consume_concurrency`` messages at once; the committed offset stays at
@@ -31,7 +33,13 @@ Behaviour (RocketMQ ``DefaultMQPushConsumer``; remoting.md §5.3, rocketmq-store
 * orderly: one message at a time per queue, in queue order. In clustering mode a queue is
   consumed only while this client holds its broker lock (LOCK_BATCH_MQ before the first
   pull and every ``lock_interval_s``; UNLOCK_BATCH_MQ when the queue is given up). A
-  failed message is retried in place after ``orderly_retry_delay_ms``.
+  failed message is retried in place after ``orderly_retry_delay_ms`` (1 s), holding back
+  the rest of its queue; once it has been retried ``max_reconsume_times`` times (default
+  unlimited, RocketMQ's ``Integer.MAX_VALUE``) its next failure sends it to
+  ``%DLQ%<group>`` (delay level -1) and the queue moves on. Broadcasting: never retried.
+* poison: ``await consumer.poison(message, reason)`` (from the listener, or in iterator mode
+  instead of ``ack``) sends the message straight to ``%DLQ%<group>`` (CONSUMER_SEND_MSG_BACK
+  with delay level -1) and counts it as consumed, whatever the listener returns afterwards.
 * back-pressure: a queue is not pulled while it caches ``max_cached_messages_per_queue``
   messages or ``max_cached_bytes_per_queue`` bytes (or, concurrently, spans more than
   ``max_offset_span`` offsets).
@@ -76,7 +84,13 @@ from ._process_queue import ProcessQueue
 from .connection import Connection, check_response, make_request
 from .errors import ClientClosedError, ClientError, ClientUsageError
 from .filter import TagExpression
-from .message import RETRY_TOPIC_PREFIX, MessageQueue, ReceivedMessage, validate_topic
+from .message import (
+    DLQ_TOPIC_PREFIX,
+    RETRY_TOPIC_PREFIX,
+    MessageQueue,
+    ReceivedMessage,
+    validate_topic,
+)
 from .offset_store import LocalFileOffsetStore, OffsetStore, RemoteOffsetStore, default_offsets_dir
 from .rebalance import AllocateStrategy, allocate_averagely
 from .route import TopicRoute
@@ -132,8 +146,10 @@ class PushConsumer:
     * ``consume_concurrency`` (20): messages consumed at once
     * ``pull_batch_size`` (32), ``max_cached_messages_per_queue`` (1000),
       ``max_cached_bytes_per_queue`` (100 MiB), ``max_offset_span`` (2000)
-    * ``max_reconsume_times``: deliveries before the broker moves a message to
-      ``%DLQ%<group>`` (default 16; unlimited for orderly)
+    * ``max_reconsume_times``: retries before a failed message goes to ``%DLQ%<group>``
+      instead (RocketMQ's rule ``reconsumeTimes >= max``; so 16 gives 17 deliveries).
+      Default: 16 for concurrent consumers, unlimited (None) for orderly ones, as RocketMQ's
+      -1. Broadcasting consumers never retry
     * ``allocate`` (``allocate_averagely``): the queue allocation strategy
     * ``offsets_dir``: broadcasting offset file folder
       (default ``~/.rocketmq_offsets/<clientId>/<group>``; set ``instance_name`` to keep
@@ -243,6 +259,8 @@ class PushConsumer:
             asyncio.Queue()
         )
         self._awaiting_ack: dict[tuple[MessageQueue, int], asyncio.Future[Any]] = {}
+        # listener mode: messages poison()ed while their listener runs
+        self._poisoned: set[tuple[MessageQueue, int]] = set()
         self._started = False
         self._closing = False
         self._closed = False
@@ -260,6 +278,10 @@ class PushConsumer:
     @property
     def retry_topic(self) -> str:
         return RETRY_TOPIC_PREFIX + self.group
+
+    @property
+    def dlq_topic(self) -> str:
+        return DLQ_TOPIC_PREFIX + self.group
 
     @property
     def assigned_queues(self) -> list[MessageQueue]:
@@ -442,6 +464,30 @@ class PushConsumer:
         if not future.done():
             future.set_result(ConsumeResult(result))
 
+    async def poison(self, message: ReceivedMessage, reason: str = "") -> None:
+        """Send ``message`` straight to ``%DLQ%<group>`` and count it as consumed.
+
+        CONSUMER_SEND_MSG_BACK with delay level -1 (the broker writes the DLQ copy and marks
+        the message poisoned), then the message is settled locally: in iterator mode this
+        replaces ``ack``; called from a listener, the listener's result no longer matters.
+        Raises the broker's error if it refuses (the message is then not settled).
+        """
+        if not self._started or self._closed:
+            raise ClientClosedError("consumer is not running")
+        if not isinstance(message, ReceivedMessage):
+            raise ClientUsageError(f"expected a received message, got {type(message).__name__}")
+        await self._send_back_request(message, delay_level=-1, remark=reason or None)
+        log.info("%s sent to %s: %s", message.msg_id, self.dlq_topic, reason or "poisoned")
+        key = (message.queue, message.queue_offset)
+        future = self._awaiting_ack.pop(key, None)
+        if future is not None:
+            if not future.done():
+                future.set_result(ConsumeResult.SUCCESS)
+            return
+        pq = self._pqs.get(message.queue)
+        if pq is not None and message.queue_offset in pq.messages and not self._iterating:
+            self._poisoned.add(key)
+
     async def _inbox_listener(self, message: ReceivedMessage) -> ConsumeResult:
         future: asyncio.Future[ConsumeResult] = asyncio.get_running_loop().create_future()
         self._inbox.put_nowait((message, future))
@@ -452,15 +498,23 @@ class PushConsumer:
     async def _call_listener(self, message: ReceivedMessage) -> ConsumeResult:
         listener = self._inbox_listener if self._iterating else self.listener
         assert listener is not None
+        key = (message.queue, message.queue_offset)
         try:
             result: Any = listener(message)
             if inspect.isawaitable(result):
                 result = await result
         except asyncio.CancelledError:
+            self._poisoned.discard(key)
             raise
         except Exception:
+            if key in self._poisoned:
+                self._poisoned.discard(key)
+                return ConsumeResult.SUCCESS  # poisoned: it is in the DLQ already
             log.exception("listener failed on %s at %s", message.msg_id, message.queue)
             return ConsumeResult.RECONSUME_LATER
+        if key in self._poisoned:
+            self._poisoned.discard(key)
+            return ConsumeResult.SUCCESS
         if result is None or result == ConsumeResult.SUCCESS:
             return ConsumeResult.SUCCESS
         if result != ConsumeResult.RECONSUME_LATER:
@@ -530,13 +584,17 @@ class PushConsumer:
                     log.warning("broadcasting: message %s failed and is dropped", message.msg_id)
                 self._done(pq, message)
                 continue
-            attempts = message.reconsume_times + 1
-            if self.max_reconsume_times is not None and attempts >= self.max_reconsume_times:
+            # ConsumeMessageOrderlyService.checkReconsumeTimes: reconsumeTimes >= max -> DLQ
+            if (
+                self.max_reconsume_times is not None
+                and message.reconsume_times >= self.max_reconsume_times
+            ):
                 # delay level -1: the broker moves it straight to %DLQ%<group>
                 if await self._send_back(message, delay_level=-1):
                     self._done(pq, message)
                     continue
-            pq.replace(dataclasses.replace(message, reconsume_times=attempts))
+            retry = dataclasses.replace(message, reconsume_times=message.reconsume_times + 1)
+            pq.replace(retry)
             await asyncio.sleep(self.orderly_retry_delay_ms / 1000)
 
     @staticmethod
@@ -547,8 +605,10 @@ class PushConsumer:
         except TimeoutError:
             pass
 
-    async def _send_back(self, message: ReceivedMessage, *, delay_level: int) -> bool:
-        """CONSUMER_SEND_MSG_BACK; False (and logged) if the broker cannot take it."""
+    async def _send_back_request(
+        self, message: ReceivedMessage, *, delay_level: int, remark: str | None = None
+    ) -> None:
+        """CONSUMER_SEND_MSG_BACK to the broker the message came from; raises if refused."""
         header = ConsumerSendMsgBackRequestHeader(
             offset=message.commitlog_offset,
             group=self.group,
@@ -558,10 +618,15 @@ class PushConsumer:
             unit_mode=False,
             max_reconsume_times=self.max_reconsume_times,
         )
+        addr = await self._core.resolve_broker(message.queue.broker_name, message.queue.topic)
+        cmd = make_request(RequestCode.CONSUMER_SEND_MSG_BACK, header)
+        cmd.remark = remark
+        check_response(await self._core.invoke(addr, cmd))
+
+    async def _send_back(self, message: ReceivedMessage, *, delay_level: int) -> bool:
+        """CONSUMER_SEND_MSG_BACK; False (and logged) if the broker cannot take it."""
         try:
-            addr = self._core.broker_addr(message.queue.broker_name)
-            cmd = make_request(RequestCode.CONSUMER_SEND_MSG_BACK, header)
-            check_response(await self._core.invoke(addr, cmd))
+            await self._send_back_request(message, delay_level=delay_level)
         except ClientError as e:
             log.warning("send back of %s refused, retrying locally: %s", message.msg_id, e)
             return False

@@ -27,6 +27,8 @@
           +-- NotInCurrentUnitError        205  NOT_IN_CURRENT_UNIT         retriable
           +-- ConsumerNotOnlineError       206  CONSUMER_NOT_ONLINE
           +-- FlowControlError             215  FLOW_CONTROL
+          +-- IllegalOperationError        604  ILLEGAL_OPERATION
+          |    +-- StaleReceiptHandleError      a POP receipt handle no longer lends the message
           +-- GoAwayError                 1500  GO_AWAY                     retriable
           +-- UnknownBrokerError            any other code
 
@@ -50,6 +52,7 @@ __all__ = [
     "FlushDiskTimeoutError",
     "FlushSlaveTimeoutError",
     "GoAwayError",
+    "IllegalOperationError",
     "InvalidParameterError",
     "MessageIllegalError",
     "MessageTooLargeError",
@@ -62,6 +65,7 @@ __all__ = [
     "RouteNotFoundError",
     "ServiceNotAvailableError",
     "SlaveNotAvailableError",
+    "StaleReceiptHandleError",
     "SubscriptionError",
     "SystemBusyError",
     "TopicExistAlreadyError",
@@ -212,6 +216,17 @@ class FlowControlError(BrokerError):
     pass
 
 
+class IllegalOperationError(BrokerError):
+    """604: the broker refuses the request in its current state (pocketmq: a stale POP
+    receipt handle, or moving a clock that is not manual)."""
+
+
+class StaleReceiptHandleError(IllegalOperationError):
+    """An ack or invisibility change with a receipt handle that no longer lends the message:
+    it was acknowledged already, its invisible time ran out (the message is redelivered
+    with a new handle), or ``change_invisible_duration`` replaced it."""
+
+
 class GoAwayError(BrokerError):
     retriable = True
 
@@ -245,6 +260,7 @@ _BY_CODE: dict[int, type[BrokerError]] = {
     205: NotInCurrentUnitError,
     206: ConsumerNotOnlineError,
     215: FlowControlError,
+    604: IllegalOperationError,
     1500: GoAwayError,
 }
 

@@ -173,6 +173,10 @@ class ReceivedMessage:
     ``topic`` is the topic the message was sent to: for a redelivery read from
     ``%RETRY%<group>`` it is the original topic, while ``queue`` is where it was read from
     (the retry queue). ``msg_id`` is the producer's ``UNIQ_KEY`` (else ``offset_msg_id``).
+
+    ``receipt_handle`` is set on messages from ``SimpleConsumer.receive`` (POP): RocketMQ's
+    ``ExtraInfoUtil`` text that ``ack`` and ``change_invisible_duration`` send back. It is not
+    part of equality or hashing, because ``change_invisible_duration`` renews it in place.
     """
 
     topic: str
@@ -193,6 +197,7 @@ class ReceivedMessage:
     store_host: str
     reconsume_times: int
     body_crc: int = 0
+    receipt_handle: str | None = field(default=None, compare=False)
 
     @property
     def queue_id(self) -> int:
@@ -208,7 +213,9 @@ class ReceivedMessage:
         return self.reconsume_times + 1
 
     @classmethod
-    def from_ext(cls, ext: MessageExt, queue: MessageQueue) -> ReceivedMessage:
+    def from_ext(
+        cls, ext: MessageExt, queue: MessageQueue, *, receipt_handle: str | None = None
+    ) -> ReceivedMessage:
         """Build from a decoded record, as ``PullAPIWrapper.processPullResult`` does: the
         requested queue wins over the record's queue id, and a retry topic is undone."""
         props = ext.properties
@@ -235,6 +242,7 @@ class ReceivedMessage:
             store_host=f"{ext.store_host}:{ext.store_port}",
             reconsume_times=ext.reconsume_times,
             body_crc=ext.body_crc,
+            receipt_handle=receipt_handle,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -256,6 +264,8 @@ class ReceivedMessage:
             "reconsume_times": self.reconsume_times,
             "properties": dict(self.properties),
         }
+        if self.receipt_handle is not None:
+            out["receipt_handle"] = self.receipt_handle
         out.update(body_to_json(self.body))
         return out
 

@@ -242,6 +242,7 @@ class Producer:
         *,
         flag: int = 0,
         batch: bool = False,
+        sys_flag: int = 0,
     ) -> SendMessageRequestHeaderV2:
         return SendMessageRequestHeaderV2(
             producer_group=self.group,
@@ -249,7 +250,7 @@ class Producer:
             default_topic=AUTO_CREATE_TOPIC,
             default_topic_queue_nums=self.default_topic_queue_nums,
             queue_id=mq.queue_id,
-            sys_flag=0,
+            sys_flag=sys_flag,
             born_timestamp=int(time.time() * 1000),
             flag=flag,
             properties=properties,

@@ -91,7 +91,7 @@ class Scheduler:
 
     def __init__(self, clock: Clock) -> None:
         self.clock = clock
-        self._heap: list[tuple[int, int, Callback]] = []
+        self._heap: list[tuple[int, int, Callback, Callable[[], bool] | None]] = []
         self._seq = itertools.count()
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -100,13 +100,18 @@ class Scheduler:
         # manual advance.
         self.after_advance: Callable[[], object] | None = None
 
-    def at(self, due_ms: int, callback: Callback) -> None:
-        heapq.heappush(self._heap, (due_ms, next(self._seq), callback))
+    def at(
+        self, due_ms: int, callback: Callback, *, alive: Callable[[], bool] | None = None
+    ) -> None:
+        """Run ``callback`` at ``due_ms``. ``alive`` says whether it still has work to do (a
+        transaction already ended, a message already acknowledged): dead entries are dropped
+        unrun and are not counted as pending or fired."""
+        heapq.heappush(self._heap, (due_ms, next(self._seq), callback, alive))
         if self._heap[0][0] == due_ms:
             self._wake.set()
 
     def pending(self) -> int:
-        return len(self._heap)
+        return sum(1 for item in self._heap if item[3] is None or item[3]())
 
     def next_due_ms(self) -> int | None:
         return self._heap[0][0] if self._heap else None
@@ -133,8 +138,9 @@ class Scheduler:
         while True:
             now = self.clock.now_ms()
             while self._heap and self._heap[0][0] <= now:
-                _, _, callback = heapq.heappop(self._heap)
-                await self._fire(callback)
+                _, _, callback, alive = heapq.heappop(self._heap)
+                if alive is None or alive():
+                    await self._fire(callback)
                 now = self.clock.now_ms()
             self._wake.clear()
             timeout = None if not self._heap else max(0.0, (self._heap[0][0] - now) / 1000)
@@ -148,7 +154,9 @@ class Scheduler:
             target = self.clock.now_ms() + duration_ms
             fired = 0
             while self._heap and self._heap[0][0] <= target:
-                due, _, callback = heapq.heappop(self._heap)
+                due, _, callback, alive = heapq.heappop(self._heap)
+                if alive is not None and not alive():
+                    continue  # nothing left to do: not run, not counted
                 if due > self.clock.now_ms():
                     self.clock.set(due)
                 await self._fire(callback)

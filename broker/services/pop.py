@@ -439,7 +439,11 @@ class PopService:
     # -- expiry ---------------------------------------------------------------------------------
 
     def _arm(self, item: InFlight) -> None:
-        self.broker.scheduler.at(item.deadline, self._expiry_for(item))
+        self.broker.scheduler.at(
+            item.deadline,
+            self._expiry_for(item),
+            alive=lambda: self.in_flight.get(item.key) is item,
+        )
 
     def _expiry_for(self, item: InFlight) -> Callable[[], None]:
         def expire() -> None:

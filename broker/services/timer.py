@@ -100,7 +100,15 @@ class TimerService:
         self.broker.store.set_state(
             physical_offset, MessageState.UNAVAILABLE, f"timer due at {deliver_ms}"
         )
-        self.broker.scheduler.at(deliver_ms, lambda: self._deliver(physical_offset))
+        self.stored_again(physical_offset, deliver_ms)
+
+    def stored_again(self, physical_offset: int, deliver_ms: int) -> None:
+        """Arm the delivery of a waiting timer (after it is stored, or after a restart)."""
+        self.broker.scheduler.at(
+            deliver_ms,
+            lambda: self._deliver(physical_offset),
+            alive=lambda: self.broker.store.state_of(physical_offset) is MessageState.UNAVAILABLE,
+        )
 
     def start(self) -> int:
         """Reschedule every waiting timer after a restart; returns how many."""
@@ -118,7 +126,7 @@ class TimerService:
             except (CorruptRecordError, OffsetOutOfRangeError, ValueError) as error:
                 log.error("timer at %d unreadable, not rescheduled: %s", physical, error)
                 continue
-            self.broker.scheduler.at(deliver_ms, lambda physical=physical: self._deliver(physical))
+            self.stored_again(physical, deliver_ms)
             found += 1
         return found
 

@@ -9,7 +9,9 @@ TransactionalMessageService, EndTransactionProcessor and check service).
   record (``RMQ_SYS_TRANS_OP_HALF_TOPIC``, tag ``d``, body ``<half queue offset>,``) and mark
   the half message for deletion (state 30).
 * Check-back: the first check after ``transaction_timeout_ms`` (6 s) from the half message's
-  birth, or ``CHECK_IMMUNITY_TIME_IN_SECONDS``; then every ``check_interval_ms``. Each check
+  store time (RocketMQ counts from its born time, the producer's clock; the store time is the
+  broker's, the one a manual clock moves, and on one machine the two barely differ), or
+  ``CHECK_IMMUNITY_TIME_IN_SECONDS``; then every ``check_interval_ms``. Each check
   re-appends the half message with ``TRANSACTION_CHECK_TIMES`` raised (as RocketMQ) and sends
   CHECK_TRANSACTION_STATE to a live producer of its group over that producer's connection.
   After ``check_max`` (15) checks the message is copied to ``TRANS_CHECK_MAX_TIME_TOPIC`` and
@@ -160,7 +162,7 @@ class TransactionService:
             # The first check of a copy that was never checked keeps its original due time;
             # otherwise the next one is an interval after the restart.
             half.next_check_ms = (
-                self._first_check_ms(props, record.born_timestamp)
+                self._first_check_ms(props, record.store_timestamp)
                 if half.check_times == 0
                 else now + self.check_interval_ms
             )
@@ -256,7 +258,13 @@ class TransactionService:
             return
         self._armed[half.transaction_id] = due
         txid = half.transaction_id
-        self.broker.scheduler.at(due, lambda: self._check_due(txid, due))
+        self.broker.scheduler.at(
+            due, lambda: self._check_due(txid, due), alive=lambda: self._still_due(txid, due)
+        )
+
+    def _still_due(self, txid: str, due: int) -> bool:
+        half = self.pending.get(txid)
+        return half is not None and half.next_check_ms == due
 
     def _check_due(self, txid: str, due: int) -> None:
         half = self.pending.get(txid)

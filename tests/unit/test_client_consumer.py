@@ -462,7 +462,9 @@ async def test_orderly_gives_up_after_max_reconsume_times() -> None:
         consumer.subscribe("T")
         async with consumer:
             await wait_until(lambda: b"fine" in got.bodies)
-        assert got.bodies == [b"poison", b"poison", b"fine"]
+        # RocketMQ's rule: reconsumeTimes >= max goes to the DLQ, so 2 retries, 3 deliveries
+        assert got.bodies == [b"poison", b"poison", b"poison", b"fine"]
+        assert [m.reconsume_times for m in got.messages[:3]] == [0, 1, 2]
         back = ConsumerSendMsgBackRequestHeader.from_ext_fields(
             broker.requests_of(RequestCode.CONSUMER_SEND_MSG_BACK)[0].ext_fields
         )
