@@ -249,6 +249,7 @@ class PushConsumer:
         self._pqs: dict[MessageQueue, ProcessQueue] = {}
         self._rebalance_lock = asyncio.Lock()
         self._rebalance_wake = asyncio.Event()
+        self._rebalance_soon_pending = False
         self._work: asyncio.Queue[tuple[ProcessQueue, ReceivedMessage] | None] = asyncio.Queue()
         self._workers: list[asyncio.Task[None]] = []
         self._slots = asyncio.Semaphore(consume_concurrency)
@@ -786,6 +787,11 @@ class PushConsumer:
                 except ClientError as e:
                     log.debug("rebalance of %s skipped: %s", topic, e)
                     wanted[topic] = current
+                    # A topic created after the consumer started: look again in a second rather
+                    # than at the next periodic rebalance (RocketMQ waits 20 s).
+                    if not self._rebalance_soon_pending:
+                        self._rebalance_soon_pending = True
+                        self._core.spawn(self._rebalance_soon(), name="consumer-rebalance-soon")
                     continue
                 queues = list(route.subscribe_queues)
                 if not self.clustering:
@@ -793,10 +799,22 @@ class PushConsumer:
                     continue
                 cids = await self._consumer_ids(route)
                 if cids is None:
+                    # The broker does not know us yet (its route was not known at our last
+                    # heartbeat): heartbeat it and try again shortly.
                     wanted[topic] = current
+                    if not self._rebalance_soon_pending:
+                        self._rebalance_soon_pending = True
+                        self._core.spawn(self._rebalance_soon(), name="consumer-rebalance-soon")
                     continue
                 wanted[topic] = set(self.allocate(self.group, self.client_id, queues, cids))
             await self._apply_allocation(wanted)
+
+    async def _rebalance_soon(self) -> None:
+        await asyncio.sleep(1.0)
+        self._rebalance_soon_pending = False
+        if not self._closing:
+            await self._heartbeat_all()  # brokers whose routes just appeared learn about us
+            self._rebalance_wake.set()
 
     async def _apply_allocation(self, wanted: dict[str, set[MessageQueue]]) -> None:
         for mq, pq in list(self._pqs.items()):
