@@ -34,16 +34,22 @@ BATCH = 32
 
 def make_messages(count: int) -> list[PutMessage]:
     body = os.urandom(BODY_SIZE)
-    return [
-        PutMessage(
-            topic="BenchTopic",
-            queue_id=i % 8,
-            body=body,
-            properties_text=f"TAGS\x01TagA\x02KEYS\x01order-{i}\x02UNIQ_KEY\x01{i:032X}\x02WAIT\x01true\x02",
-            born_timestamp=1_700_000_000_000 + i,
+    messages = []
+    for i in range(count):
+        text = f"TAGS\x01TagA\x02KEYS\x01order-{i}\x02UNIQ_KEY\x01{i:032X}\x02WAIT\x01true\x02"
+        # As the broker calls it: the wire text, and its parse (done once per request there).
+        properties = dict(pair.split("\x01") for pair in text.split("\x02") if pair)
+        messages.append(
+            PutMessage(
+                topic="BenchTopic",
+                queue_id=i % 8,
+                body=body,
+                properties=properties,
+                properties_text=text,
+                born_timestamp=1_700_000_000_000 + i,
+            )
         )
-        for i in range(count)
-    ]
+    return messages
 
 
 def run_store(root: Path, messages: list[PutMessage], batch: int) -> tuple[float, list[Path]]:
