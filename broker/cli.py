@@ -411,6 +411,15 @@ def _cmd_topic(args: argparse.Namespace) -> int:
     return _run_client(run())
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    try:
+        from sparkexport.cli import export_main
+    except ImportError as error:  # pyspark is an optional extra
+        print(f"pocketmq export: {error}", file=sys.stderr)
+        return 2
+    return export_main(args.store_dir, args.out, args.format, args.topic, progress=not args.quiet)
+
+
 def _add_namesrv(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--namesrv",
@@ -533,6 +542,18 @@ def build_parser() -> argparse.ArgumentParser:
     tx_parser.add_argument("id", nargs="?", help="check-now: transaction id or offset message id")
     _add_broker_address(tx_parser)
     tx_parser.set_defaults(handler=_cmd_tx)
+
+    export = commands.add_parser(
+        "export", help="export a store (pocketmq or Apache RocketMQ) with Spark: Parquet and more"
+    )
+    export.add_argument(
+        "store_dir", metavar="STORE_DIR", help="the store root (the folder holding commitlog/)"
+    )
+    export.add_argument("--out", required=True, help="output folder")
+    export.add_argument("--format", default="parquet", choices=("parquet", "json", "orc"))
+    export.add_argument("--topic", action="append", help="only this topic (repeatable)")
+    export.add_argument("--quiet", action="store_true", help="no progress lines")
+    export.set_defaults(handler=_cmd_export)
 
     store_parser = commands.add_parser(
         "store", help="read a store directory (pocketmq or Apache RocketMQ)"
