@@ -166,8 +166,14 @@ def _run(coroutine_factory: Callable[[], Coroutine[Any, Any, None]]) -> int:
 
 def _broker_config(args: argparse.Namespace, namesrv: list[str]) -> Any:
     from broker.config import BrokerConfig
+    from store.config import StoreConfig
 
+    try:
+        store = StoreConfig() if not args.delay_levels else StoreConfig(delay_levels=args.delay_levels)
+    except ValueError as error:
+        raise SystemExit(f"pocketmq: --delay-levels: {error}") from None
     return BrokerConfig(
+        store=store,
         broker_name=args.name,
         cluster_name=args.cluster,
         host=args.host,
@@ -231,6 +237,11 @@ def _add_broker_options(parser: argparse.ArgumentParser, *, data_default: str) -
         choices=("async", "sync"),
         default="async",
         help="sync: acknowledge a send only after fsync (group commit); async: flush every 500 ms",
+    )
+    parser.add_argument(
+        "--delay-levels",
+        metavar="LEVELS",
+        help='messageDelayLevel (default "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h")',
     )
     parser.add_argument(
         "--clock",

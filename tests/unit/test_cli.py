@@ -188,3 +188,8 @@ def test_store_inspect_reads_a_rocketmq_commitlog_alone(tmp_path: Path) -> None:
 def test_store_inspect_on_a_folder_that_is_not_a_store(tmp_path: Path) -> None:
     done = run("store", "inspect", str(tmp_path))
     assert done.returncode == 2 and "not a RocketMQ or pocketmq store" in done.stderr
+
+
+def test_bad_delay_levels_are_refused_before_anything_starts() -> None:
+    done = run("standalone", "--memory", "--delay-levels", "1s soon")
+    assert done.returncode != 0 and "--delay-levels" in done.stderr and "'soon'" in done.stderr
