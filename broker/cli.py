@@ -169,7 +169,9 @@ def _broker_config(args: argparse.Namespace, namesrv: list[str]) -> Any:
     from store.config import StoreConfig
 
     try:
-        store = StoreConfig() if not args.delay_levels else StoreConfig(delay_levels=args.delay_levels)
+        store = (
+            StoreConfig() if not args.delay_levels else StoreConfig(delay_levels=args.delay_levels)
+        )
     except ValueError as error:
         raise SystemExit(f"pocketmq: --delay-levels: {error}") from None
     return BrokerConfig(

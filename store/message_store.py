@@ -55,7 +55,7 @@ from store.store_format import DamagedRangeEntry, StoreFormat
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
-__all__ = ["GetResult", "GetStatus", "MessageStore", "PutMessage", "PutResult"]
+__all__ = ["GetResult", "GetStatus", "MessageStore", "PutMessage", "PutResult", "copy_of"]
 
 
 def _wall_clock_ms() -> int:
@@ -78,6 +78,34 @@ class PutMessage(msgspec.Struct, kw_only=True):
     born_host: Host = LOCALHOST
     reconsume_times: int = 0
     prepared_transaction_offset: int = 0
+
+
+def copy_of(
+    record: MessageRecord,
+    *,
+    topic: str,
+    queue_id: int,
+    properties: dict[str, str],
+    reconsume_times: int | None = None,
+    sysflag: int | None = None,
+    prepared_transaction_offset: int = 0,
+) -> PutMessage:
+    """A new message carrying ``record``'s body, flag, born time and host (the broker's own
+    copies: deliveries, retries, dead letters, commits, resends), with ``properties``."""
+    return PutMessage(
+        topic=topic,
+        body=record.body,
+        queue_id=queue_id,
+        flag=record.flag,
+        properties=properties,
+        properties_text=encode_properties(properties),
+        sysflag=(record.sysflag if sysflag is None else sysflag)
+        & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6),
+        born_timestamp=record.born_timestamp,
+        born_host=record.born_host,
+        reconsume_times=record.reconsume_times if reconsume_times is None else reconsume_times,
+        prepared_transaction_offset=prepared_transaction_offset,
+    )
 
 
 @dataclass(frozen=True, slots=True)

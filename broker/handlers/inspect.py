@@ -18,8 +18,8 @@ from broker.protocol import RemotingCommand, ResponseCode
 from broker.remoting.server import Connection
 from ids import offset_msg_id_from_packed
 from store.errors import CorruptRecordError, OffsetOutOfRangeError, StoreError
-from store.message_store import PutMessage
-from store.record import MessageRecord, SysFlag, encode_properties
+from store.message_store import copy_of
+from store.record import MessageRecord
 from store.state import MessageState
 
 if TYPE_CHECKING:
@@ -150,16 +150,11 @@ def _resend(broker: Broker, record: MessageRecord) -> dict[str, Any]:
     properties.pop("WAIT", None)
     try:
         result = broker.put_internal(
-            PutMessage(
+            copy_of(
+                record,
                 topic=topic,
-                body=record.body,
                 queue_id=random.randrange(config.write_queue_nums),
-                flag=record.flag,
                 properties=properties,
-                properties_text=encode_properties(properties),
-                sysflag=record.sysflag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6),
-                born_timestamp=record.born_timestamp,
-                born_host=record.born_host,
                 reconsume_times=0,
             )
         )

@@ -15,8 +15,7 @@ from broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
 from broker.protocol.headers import ConsumerSendMsgBackRequestHeader
 from broker.remoting.server import Connection
 from store.errors import CorruptRecordError, OffsetOutOfRangeError
-from store.message_store import PutMessage
-from store.record import SysFlag, encode_properties
+from store.message_store import copy_of
 from store.state import MessageState
 
 if TYPE_CHECKING:
@@ -81,17 +80,8 @@ def handle_consumer_send_back(
     topic = retry_topic(header.group)
     broker.topics.create_on_send(topic, 1)
     result = broker.put_from_client(
-        PutMessage(
-            topic=topic,
-            body=record.body,
-            queue_id=0,
-            flag=record.flag,
-            properties=properties,
-            properties_text=encode_properties(properties),
-            sysflag=record.sysflag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6),
-            born_timestamp=record.born_timestamp,
-            born_host=record.born_host,
-            reconsume_times=reconsume + 1,
+        copy_of(
+            record, topic=topic, queue_id=0, properties=properties, reconsume_times=reconsume + 1
         )
     )
     if result is None:
@@ -113,16 +103,11 @@ def dead_letter(
     properties["RECONSUME_TIME"] = str(record.reconsume_times + 1)
     properties.setdefault("ORIGIN_MESSAGE_ID", properties.get("UNIQ_KEY", ""))
     broker.put_internal(
-        PutMessage(
+        copy_of(
+            record,
             topic=topic,
-            body=record.body,
             queue_id=0,
-            flag=record.flag,
             properties=properties,
-            properties_text=encode_properties(properties),
-            sysflag=record.sysflag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6),
-            born_timestamp=record.born_timestamp,
-            born_host=record.born_host,
             reconsume_times=record.reconsume_times + 1,
         )
     )

@@ -33,8 +33,8 @@ import msgspec
 
 from broker.handlers.retry import dead_letter
 from store.errors import CorruptRecordError, OffsetOutOfRangeError
-from store.message_store import PutMessage
-from store.record import SysFlag, encode_properties
+from store.message_store import PutMessage, copy_of
+from store.record import SysFlag
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -512,17 +512,8 @@ class PopService:
             self.broker.topics.create_on_send(retry, 1)
             properties.pop("WAIT", None)
             self.broker.put_internal(
-                PutMessage(
-                    topic=retry,
-                    body=record.body,
-                    queue_id=0,
-                    flag=record.flag,
-                    properties=properties,
-                    properties_text=encode_properties(properties),
-                    sysflag=record.sysflag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6),
-                    born_timestamp=record.born_timestamp,
-                    born_host=record.born_host,
-                    reconsume_times=attempts,
+                copy_of(
+                    record, topic=retry, queue_id=0, properties=properties, reconsume_times=attempts
                 )
             )
         self._append(

@@ -22,8 +22,8 @@ import msgspec
 from broker.services.persist import load_json, save_json
 from broker.services.topics import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 from store.errors import CorruptRecordError, OffsetOutOfRangeError
-from store.message_store import PutMessage
-from store.record import SysFlag, encode_properties
+from store.message_store import PutMessage, copy_of
+from store.record import encode_properties
 from store.state import MessageState
 
 if TYPE_CHECKING:
@@ -168,18 +168,7 @@ class ScheduleService:
             properties.pop(name, None)
         properties["WAIT"] = "false"
         queue_id = int(properties.get("REAL_QID", "0") or 0)
-        message = PutMessage(
-            topic=real_topic,
-            body=record.body,
-            queue_id=queue_id,
-            flag=record.flag,
-            properties=properties,
-            properties_text=encode_properties(properties),
-            sysflag=record.sysflag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6),
-            born_timestamp=record.born_timestamp,
-            born_host=record.born_host,
-            reconsume_times=record.reconsume_times,
-        )
+        message = copy_of(record, topic=real_topic, queue_id=queue_id, properties=properties)
         self.broker.put_internal(message)
         self.broker.store.set_state(
             record.physical_offset, MessageState.MARKED_FOR_DELETION, "delivered"

@@ -26,8 +26,8 @@ import msgspec
 
 from broker.services.persist import load_json, save_json
 from store.errors import CorruptRecordError, OffsetOutOfRangeError
-from store.message_store import PutMessage
-from store.record import SysFlag, encode_properties
+from store.message_store import PutMessage, copy_of
+from store.record import encode_properties
 from store.state import MessageState
 
 if TYPE_CHECKING:
@@ -144,18 +144,7 @@ class TimerService:
         properties["WAIT"] = "false"
         if real_topic:
             self.broker.put_internal(
-                PutMessage(
-                    topic=real_topic,
-                    body=record.body,
-                    queue_id=real_queue,
-                    flag=record.flag,
-                    properties=properties,
-                    properties_text=encode_properties(properties),
-                    sysflag=record.sysflag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6),
-                    born_timestamp=record.born_timestamp,
-                    born_host=record.born_host,
-                    reconsume_times=record.reconsume_times,
-                )
+                copy_of(record, topic=real_topic, queue_id=real_queue, properties=properties)
             )
         store.set_state(physical_offset, MessageState.MARKED_FOR_DELETION, "timer delivered")
         self.delivered += 1

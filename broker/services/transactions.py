@@ -34,7 +34,7 @@ from broker.protocol import RemotingCommand, RequestCode
 from broker.protocol.headers import CheckTransactionStateRequestHeader
 from broker.services.topics import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from store.errors import CorruptRecordError, OffsetOutOfRangeError
-from store.message_store import PutMessage
+from store.message_store import PutMessage, copy_of
 from store.record import MessageRecord, SysFlag, encode_properties, encode_record
 from store.state import MessageState
 
@@ -219,21 +219,12 @@ class TransactionService:
         config = self.broker.topics.create_on_send(topic, None)
         if config is not None and queue_id >= config.write_queue_nums:
             queue_id = 0
-        message = PutMessage(
+        message = copy_of(
+            record,
             topic=topic,
-            body=record.body,
             queue_id=queue_id,
-            flag=record.flag,
             properties=properties,
-            properties_text=encode_properties(properties),
-            sysflag=(
-                record.sysflag
-                & ~(SysFlag.TRANSACTION_MASK | SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
-            )
-            | COMMIT,
-            born_timestamp=record.born_timestamp,
-            born_host=record.born_host,
-            reconsume_times=record.reconsume_times,
+            sysflag=(record.sysflag & ~SysFlag.TRANSACTION_MASK) | COMMIT,
             prepared_transaction_offset=half.physical_offset,
         )
         self.broker.put_internal(message)
@@ -288,18 +279,7 @@ class TransactionService:
         properties = dict(record.properties)
         properties["TRANSACTION_CHECK_TIMES"] = str(half.check_times + 1)
         properties["TRAN_PREPARED_QUEUE_OFFSET"] = str(half.queue_offset)
-        copy = PutMessage(
-            topic=TRANS_HALF_TOPIC,
-            body=record.body,
-            queue_id=0,
-            flag=record.flag,
-            properties=properties,
-            properties_text=encode_properties(properties),
-            sysflag=record.sysflag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6),
-            born_timestamp=record.born_timestamp,
-            born_host=record.born_host,
-            reconsume_times=record.reconsume_times,
-        )
+        copy = copy_of(record, topic=TRANS_HALF_TOPIC, queue_id=0, properties=properties)
         result = store.put(copy)
         store.set_state(
             result.physical_offset, MessageState.UNAVAILABLE, "half message: transaction not ended"
@@ -356,17 +336,7 @@ class TransactionService:
         record = store.read(half.physical_offset)
         properties = dict(record.properties)
         store.put(
-            PutMessage(
-                topic=TRANS_CHECK_MAX_TIME_TOPIC,
-                body=record.body,
-                queue_id=0,
-                flag=record.flag,
-                properties=properties,
-                properties_text=encode_properties(properties),
-                sysflag=record.sysflag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6),
-                born_timestamp=record.born_timestamp,
-                born_host=record.born_host,
-            )
+            copy_of(record, topic=TRANS_CHECK_MAX_TIME_TOPIC, queue_id=0, properties=properties)
         )
         store.set_state(
             half.physical_offset,
