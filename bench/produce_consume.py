@@ -174,10 +174,10 @@ async def e2e_latency(
     total = int(rate * seconds)
     consumer = PushConsumer("bench-latency", namesrv=namesrv, consume_from="first")
     consumer.subscribe(topic, "*")
+    async with Admin(namesrv) as admin:
+        await admin.create_topic(topic, 8)  # routable before the consumer's first rebalance
     async with Producer("bench-latency-producer", namesrv=namesrv) as producer:
-        await producer.send(
-            Message(topic=topic, body=struct.pack(">d", time.time()))
-        )  # create the topic
+        await producer.send(Message(topic=topic, body=struct.pack(">d", time.time())))
         async with consumer:
 
             async def consume() -> None:
