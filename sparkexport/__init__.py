@@ -1,0 +1,49 @@
+"""Reading pocketmq (and Apache RocketMQ) stores with Spark.
+
+    import sparkexport
+    sparkexport.register(spark)                       # once per session
+    df = spark.read.format("pocketmq").load("/data/store")
+
+Public API (needs the ``spark`` extra: ``pip install 'pocketmq[spark]'``):
+
+* :func:`register` - register the ``pocketmq`` data source (batch and streaming) with a session.
+* :func:`read_store` - ``register`` + ``spark.read.format("pocketmq")...load(store)`` in one call.
+* :func:`read_store_fallback` - the same DataFrame without registering anything
+  (``binaryFile`` + ``mapInArrow``), for clusters where Python data sources cannot be registered.
+* :data:`SCHEMA_DDL` - the columns, as a Spark DDL string.
+
+:mod:`sparkexport.scan` (record walking, options, partition plans) imports without Spark; the
+names above raise an ImportError that says what to install when pyspark or pyarrow is missing.
+See docs/spark.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["FORMAT", "SCHEMA_DDL", "read_store", "read_store_fallback", "register"]
+
+FORMAT = "pocketmq"
+
+
+def __getattr__(name: str) -> Any:
+    if name == "register":
+        from sparkexport.source import register
+
+        return register
+    if name == "read_store":
+        from sparkexport.source import read_store
+
+        return read_store
+    if name == "read_store_fallback":
+        from sparkexport.fallback import read_store_fallback
+
+        return read_store_fallback
+    if name == "SCHEMA_DDL":
+        from sparkexport._require import require_spark
+
+        require_spark()
+        from sparkexport.columns import SPARK_SCHEMA_DDL
+
+        return SPARK_SCHEMA_DDL
+    raise AttributeError(f"module 'sparkexport' has no attribute {name!r}")

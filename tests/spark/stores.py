@@ -20,6 +20,7 @@ from store.record import (
     MessageRecord,
     RecordLimits,
     SysFlag,
+    decode_record,
     encode_blank,
     encode_record,
 )
@@ -215,8 +216,6 @@ def rocketmq_store(root: Path, segment_size: int = 4096) -> list[dict[str, Any]]
         current += data
         decoded_path = commitlog / paths.file_name_for_offset(starts[-1])
         record.total_size = len(data)
-        from store.record import decode_record
-
         expected.append(row_of(decode_record(data), physical, True, decoded_path))
     segments[-1] += bytes(segment_size - len(segments[-1]))  # preallocated, zero-filled
     for start, data in zip(starts, segments, strict=True):
@@ -236,17 +235,7 @@ def segment_paths(root: Path) -> list[Path]:
     return sorted(p for p in (root / paths.COMMITLOG).iterdir() if p.name.isdigit())
 
 
-def copy_store(source: Path, target: Path) -> Path:
-    import shutil
-
-    shutil.copytree(source, target, ignore=shutil.ignore_patterns("lock"))
-    return target
-
-
 def data_end(path: Path) -> int:
     """Where written data ends in a zero-filled segment."""
     data = path.read_bytes()
     return len(data.rstrip(b"\0"))
-
-
-__all__ = [name for name in dir() if not name.startswith("_") and name not in {"os"}]

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 pa = pytest.importorskip("pyarrow")
-pytest.importorskip("numpy")
+np = pytest.importorskip("numpy")
 
 from sparkexport.columns import ARROW_SCHEMA, count_range, read_buffer, read_range  # noqa: E402
 from sparkexport.scan import (  # noqa: E402
@@ -286,3 +286,68 @@ def test_the_tail_advances_over_complete_records_only(tmp_path: Path) -> None:
         more = store.put(PutMessage(topic="T", body=b"later"))
         assert tail.advance(end, None) == (more.end_offset, 1)
     assert tail.advance(0, 20)[1] == 20
+
+
+def test_the_fast_walk_is_not_fooled_by_a_body_that_looks_like_a_record() -> None:
+    from sparkexport.columns import FastWalker, Words, layout
+    from sparkexport.scan import scan_range, walk
+
+    start = 4096
+    data = bytearray()
+    for i in range(120):
+        body = bytes(100 + i % 7)
+        record = MessageRecord(topic="T", body=body, physical_offset=start + len(data))
+        if i == 60:  # a body holding a fake record header that names its own address
+            fake_at = len(data) + 88 + 10  # BODY starts 88 bytes into a V1/IPv4 record
+            fake = bytearray(encode_record(MessageRecord(topic="F", body=b"x" * 20)))
+            fake[28:36] = (start + fake_at).to_bytes(8, "big")
+            record = MessageRecord(
+                topic="T",
+                body=bytes(10) + bytes(fake) + bytes(30),
+                physical_offset=start + len(data),
+            )
+        data += encode_record(record)
+    data += encode_blank(200) + bytes(192)
+    buf = bytes(data)
+    plan = RangePlan("seg", start, 0, len(buf), True, StateSnapshot())
+    words = Words(buf)
+
+    def positions(walker) -> list[int]:  # type: ignore[no-untyped-def]
+        found: list[int] = []
+        stats = RangeStats("seg", 0, 0)
+        for rows in scan_range(
+            buf,
+            plan,
+            stats,
+            lambda p, s: layout(words, p, s),
+            max_records=50,
+            max_bytes=1 << 20,
+            walker=walker,
+        ):
+            found.extend(rows.pos.tolist())
+        assert stats.damaged == [] and stats.torn_tail is None
+        return found
+
+    careful = positions(walk)
+    assert len(careful) == 120
+    assert positions(FastWalker(words, start)) == careful
+    fooled = FastWalker(words, start)(buf, 0, len(buf), len(buf), 1000, 1 << 20)
+    # The fake start broke the chain: walked record by record (up to the filler, which the
+    # size-only walk passes on to the structure check).
+    assert list(fooled[0])[: len(careful)] == careful
+    clean = FastWalker(words, start)(buf, 0, careful[60], len(buf), 1000, 1 << 20)
+    assert isinstance(clean[0], np.ndarray) and clean[0].tolist() == careful[:60]
+
+
+def test_bytes_that_are_not_utf8_never_crash_the_reader() -> None:
+    from store.errors import CorruptRecordError
+
+    record = MessageRecord(topic="T", body=b"payload")
+    props = b"k\x01\xff\xfe\x02TAGS\x01t\x02"
+    buf = encode_record(record, properties_bytes=props) + encode_blank(64) + bytes(56)
+    with pytest.raises(CorruptRecordError):
+        decode_record(buf, 0)  # the store's reader refuses it
+    plan = RangePlan("seg", 0, 0, len(buf), True, StateSnapshot())
+    (row,) = rows_of(read_buffer(buf, plan, EVERYTHING, RangeStats("seg", 0, 0)))
+    assert row["properties"] == {"k": "\ufffd\ufffd", "TAGS": "t"}
+    assert row["tags"] == "t" and row["crc_ok"]  # the body CRC does not cover properties

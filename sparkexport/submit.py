@@ -1,0 +1,153 @@
+"""The exporter as a Spark application, for ``spark-submit`` on a cluster (or ``python -m``).
+
+    spark-submit --master spark://host:7077 "$(python -m sparkexport.submit --path)" \\
+        /shared/store-a /shared/store-b --out /shared/export --format parquet
+    python -m sparkexport.submit /data/store --out /tmp/export          # local[*]
+    python -m sparkexport.submit /data/store --out /tmp/export --follow # keep exporting
+
+The driver and every executor must see each store at the given path (shared storage: NFS,
+a mounted volume) and have ``pocketmq[spark]`` installed. Several stores are exported into one
+dataset (the ``segment`` column tells them apart). ``--follow`` tails the stores with
+``spark.readStream.format("pocketmq")`` into the output (with a checkpoint under
+``OUT/_checkpoint``), so messages written later are exported as they arrive; a store whose
+broker has not written anything yet is followed from its first record when it appears.
+
+Exit status: 0 exported, 1 exported but a store is damaged (or the job failed), 2 wrong argument.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m sparkexport.submit",
+        description="Export pocketmq / RocketMQ stores (their commitlog) with Spark.",
+    )
+    parser.add_argument("stores", nargs="*", metavar="STORE_DIR", help="store directories")
+    parser.add_argument("--out", help="output directory (shared storage on a cluster)")
+    parser.add_argument("--format", default="parquet", choices=("parquet", "json", "orc"))
+    parser.add_argument("--topic", action="append", help="export only this topic (repeatable)")
+    parser.add_argument(
+        "--follow", action="store_true", help="keep exporting new messages (streaming)"
+    )
+    parser.add_argument(
+        "--trigger-seconds", type=float, default=10.0, help="with --follow: micro-batch interval"
+    )
+    parser.add_argument(
+        "--wait-seconds",
+        type=float,
+        default=0.0,
+        help="wait up to this long for each store's commitlog/ to appear (a broker starting)",
+    )
+    parser.add_argument(
+        "--path", action="store_true", help="print this file's path (for spark-submit) and exit"
+    )
+    return parser
+
+
+def _wait_for(stores: Sequence[str], seconds: float) -> list[str]:
+    deadline = time.monotonic() + seconds
+    while True:
+        missing = [s for s in stores if not os.path.isdir(os.path.join(s, "commitlog"))]
+        if not missing or time.monotonic() >= deadline:
+            return missing
+        time.sleep(1.0)
+
+
+def _session():  # type: ignore[no-untyped-def]
+    """(session, whether we started it): under spark-submit the session it configured (master,
+    executors); else the session already active in this process, or a local one."""
+    from pyspark.sql import SparkSession
+
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):  # spark-submit started the JVM for us
+        spark = SparkSession.builder.appName("pocketmq-export").getOrCreate()
+        spark.sparkContext.setLogLevel("WARN")
+        return spark, True
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active, False
+    from sparkexport.cli import local_session
+
+    return local_session(), True
+
+
+def _follow(spark, stores: Sequence[str], args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
+    import sparkexport
+
+    sparkexport.register(spark)
+    frame = None
+    for store in stores:
+        reader = spark.readStream.format("pocketmq")
+        if args.topic:
+            reader = reader.option("topics", ",".join(args.topic))
+        stream = reader.load(store)
+        frame = stream if frame is None else frame.unionByName(stream)
+    query = (
+        frame.writeStream.format(args.format)
+        .option("checkpointLocation", os.path.join(args.out, "_checkpoint"))
+        .trigger(processingTime=f"{args.trigger_seconds} seconds")
+        .start(args.out)
+    )
+    print(f"following {', '.join(stores)} into {args.out} ({args.format})", file=sys.stderr)
+    query.awaitTermination()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.path:
+        print(os.path.abspath(__file__))
+        return 0
+    if not args.stores or not args.out:
+        parser.print_usage(sys.stderr)
+        print("error: give at least one STORE_DIR and --out", file=sys.stderr)
+        return 2
+    from sparkexport._require import SparkMissingError, require_spark
+
+    try:
+        require_spark()
+    except SparkMissingError as error:
+        print(error, file=sys.stderr)
+        return 2
+    missing = [] if args.follow else _wait_for(args.stores, args.wait_seconds)
+    if missing:
+        print(f"not a store (no commitlog/ folder): {', '.join(missing)}", file=sys.stderr)
+        return 2
+    from sparkexport.cli import run_export
+
+    spark, started = _session()
+    try:
+        if args.follow:
+            return _follow(spark, args.stores, args)
+        status = 0
+        for index, store in enumerate(args.stores):
+            summary = run_export(
+                spark,
+                store,
+                args.out,
+                args.format,
+                args.topic,
+                True,
+                mode="overwrite" if index == 0 else "append",
+            )
+            for line in summary.lines():
+                print(f"{store}: {line}", file=sys.stderr)
+            if summary.damaged_store:
+                status = 1
+        return status
+    finally:
+        if started:
+            spark.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
