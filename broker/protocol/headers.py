@@ -327,13 +327,14 @@ def parse_send_message_header(code: int, ext: Mapping[str, str] | None) -> SendM
 
 
 def _java_int(text: str | None, low: int = -(2**31), high: int = 2**31 - 1) -> int | None:
-    if text is None or not text:
+    if not text:
         return None
-    digits = text[1:] if text[0] in "+-" else text
-    if not (digits.isascii() and digits.isdigit()):
+    # Integer.parseInt's syntax only: ASCII digits with an optional sign (int() would also take
+    # spaces, underscores and other scripts' digits).
+    if not (text.isascii() and (text.isdigit() or (text[0] in "+-" and text[1:].isdigit()))):
         raise ValueError(text)
     value = int(text)
-    if not low <= value <= high:
+    if value < low or value > high:
         raise ValueError(text)
     return value
 
