@@ -342,3 +342,29 @@ async def test_failed_message_is_redelivered_from_the_retry_topic(manual: Proces
     assert (first.reconsume_times, second.reconsume_times) == (0, 1)
     assert second.msg_id == sent.msg_id and second.topic == topic
     assert second.queue.topic.startswith("%RETRY%")
+
+
+async def test_one_consumer_takes_over_when_the_other_leaves(namesrv: str) -> None:
+    topic = await make_topic(namesrv)
+    group = unique("CG")
+    got1, got2 = Collector(), Collector()
+    c1 = PushConsumer(group, namesrv=namesrv, consume_from="first", listener=got1)
+    c2 = PushConsumer(group, namesrv=namesrv, consume_from="first", listener=got2)
+    all_queues = {MessageQueue(topic, b, q) for b in ("broker-a", "broker-b") for q in range(4)}
+
+    def owned(c: PushConsumer) -> set[MessageQueue]:
+        return {mq for mq in c.assigned_queues if mq.topic == topic}
+
+    for c in (c1, c2):
+        c.subscribe(topic)
+    async with c1:
+        async with c2:
+            await wait_until(lambda: len(owned(c1)) == 4 and len(owned(c2)) == 4)
+        # c2 unregistered: the brokers tell c1, which takes every queue.
+        await wait_until(lambda: owned(c1) == all_queues)
+        async with Producer(unique("PG"), namesrv=namesrv) as producer:
+            sent = {
+                (await producer.send(Message(topic=topic, body=b"%d" % i))).msg_id
+                for i in range(16)
+            }
+        await wait_until(lambda: {m.msg_id for m in got1.messages} >= sent)
