@@ -56,6 +56,7 @@ class BrokerConfig(msgspec.Struct, kw_only=True):
     # transactionCheckInterval: RocketMQ 4.x checks every 60 s, 5.x every 30 s; we follow 5.x.
     transaction_check_interval_ms: int = 30_000
     transaction_check_max: int = 15  # transactionCheckMax
+    pop_in_flight_max: int = 100_000  # messages lent by POP and not yet acked, all groups
 
     @property
     def address(self) -> str:

@@ -245,6 +245,13 @@ class PopService:
                 29,
                 f"invisibleTime {invisible_ms} ms is outside [{INVISIBLE_MS_MIN}, {INVISIBLE_MS_MAX}]",
             )
+        room = self.broker.config.pop_in_flight_max - len(self.in_flight)
+        if room <= 0:
+            # Back-pressure: lent messages stay in memory until acknowledged or expired.
+            raise PopError(
+                209, f"{len(self.in_flight)} messages are in flight (pop_in_flight_max); ack some first"
+            )
+        max_count = min(max_count, room)
         popped: list[PoppedMessage] = []
         now = self.broker.now_ms()
         for source_topic, queue in self.queues_for(group, topic, queue_id):
