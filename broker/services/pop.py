@@ -249,7 +249,8 @@ class PopService:
         if room <= 0:
             # Back-pressure: lent messages stay in memory until acknowledged or expired.
             raise PopError(
-                209, f"{len(self.in_flight)} messages are in flight (pop_in_flight_max); ack some first"
+                209,
+                f"{len(self.in_flight)} messages are in flight (pop_in_flight_max); ack some first",
             )
         max_count = min(max_count, room)
         popped: list[PoppedMessage] = []
@@ -350,20 +351,22 @@ class PopService:
             )
         return item
 
+    def _append_ack(self, item: InFlight) -> None:
+        """The revive-log record that ends this lending of ``item``."""
+        ack = _Ack(
+            item.group,
+            item.topic,
+            item.queue_id,
+            item.queue_offset,
+            item.pop_time,
+            item.invisible_ms,
+        )
+        self._append(ack, "ack")
+
     def ack(self, group: str, topic: str, handle_text: str) -> None:
         handle = _parse(handle_text)
         item = self._find(group, topic, handle)
-        self._append(
-            _Ack(
-                item.group,
-                item.topic,
-                item.queue_id,
-                item.queue_offset,
-                item.pop_time,
-                item.invisible_ms,
-            ),
-            "ack",
-        )
+        self._append_ack(item)
         self._finish(item)
 
     def change_invisible(
@@ -391,17 +394,7 @@ class PopService:
             ),
             "ck",
         )
-        self._append(
-            _Ack(
-                item.group,
-                item.topic,
-                item.queue_id,
-                item.queue_offset,
-                item.pop_time,
-                item.invisible_ms,
-            ),
-            "ack",
-        )
+        self._append_ack(item)
         renewed = InFlight(
             item.group,
             item.topic,
@@ -468,17 +461,7 @@ class PopService:
             item.topic, item.queue_id, item.queue_offset, 1, only_available=False
         )
         if not result.messages or result.messages[0][0] != item.queue_offset:
-            self._append(
-                _Ack(
-                    item.group,
-                    item.topic,
-                    item.queue_id,
-                    item.queue_offset,
-                    item.pop_time,
-                    item.invisible_ms,
-                ),
-                "ack",
-            )
+            self._append_ack(item)
             self._finish(item)
             return
         record = store.read(result.messages[0][1])
@@ -500,17 +483,7 @@ class PopService:
         elif item.order:
             # FIFO: the same message again, in place, once its invisible time is over.
             self.attempts[item.key] = attempts
-            self._append(
-                _Ack(
-                    item.group,
-                    item.topic,
-                    item.queue_id,
-                    item.queue_offset,
-                    item.pop_time,
-                    item.invisible_ms,
-                ),
-                "ack",
-            )
+            self._append_ack(item)
             self.in_flight.pop(item.key, None)
             self.broker.message_arrived(item.topic, item.queue_id)
             return
@@ -523,17 +496,7 @@ class PopService:
                     record, topic=retry, queue_id=0, properties=properties, reconsume_times=attempts
                 )
             )
-        self._append(
-            _Ack(
-                item.group,
-                item.topic,
-                item.queue_id,
-                item.queue_offset,
-                item.pop_time,
-                item.invisible_ms,
-            ),
-            "ack",
-        )
+        self._append_ack(item)
         self._finish(item)
 
 
