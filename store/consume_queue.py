@@ -260,14 +260,21 @@ class ConsumeQueue:
 
     def flush(self) -> None:
         """Sync the entries written since the last flush (puts write into the mapping directly)."""
+        for segment, low, high in self.flush_ranges():
+            segment.flush_range(low, high)
+
+    def flush_ranges(self) -> list[tuple[Segment, int, int]]:
+        """What :meth:`flush` would sync, as (segment, start, end), marked as synced: the caller
+        syncs them (possibly on another thread) before it relies on them."""
         low, high = self._flushed_logical * ENTRY_SIZE, self._max_logical * ENTRY_SIZE
-        if high <= low:
-            return
-        for start, segment in zip(self._starts, self._segments, strict=True):
-            end = start + segment.size
-            if end > low and start < high:
-                segment.flush_range(max(low, start) - start, min(high, end) - start)
+        ranges = []
+        if high > low:
+            for start, segment in zip(self._starts, self._segments, strict=True):
+                end = start + segment.size
+                if end > low and start < high:
+                    ranges.append((segment, max(low, start) - start, min(high, end) - start))
         self._flushed_logical = self._max_logical
+        return ranges
 
     def destroy(self) -> None:
         self.close()
@@ -316,6 +323,9 @@ class ConsumeQueueStore:
 
     def truncate_from_physical(self, physical_offset: int) -> int:
         return sum(q.truncate_from_physical(physical_offset) for q in self.queues.values())
+
+    def flush_ranges(self) -> list[tuple[Segment, int, int]]:
+        return [r for queue in self.queues.values() for r in queue.flush_ranges()]
 
     def flush(self) -> None:
         for queue in self.queues.values():

@@ -361,9 +361,13 @@ class IndexFile:
         return removed
 
     def flush(self) -> None:
+        for segment, low, high in self.flush_ranges():
+            segment.flush_range(low, high)
+
+    def flush_ranges(self) -> list[tuple[Segment, int, int]]:
         # Puts write into the mapping directly, so sync the used part of the file.
         used = self._entries_at + self.index_count * ENTRY_SIZE
-        self.segment.flush_range(0, min(used, self.segment.size))
+        return [(self.segment, 0, min(used, self.segment.size))]
 
     def close(self) -> None:
         self.segment.close()
@@ -578,6 +582,10 @@ class IndexService:
     def flush(self) -> None:
         for index_file in self._files:
             index_file.flush()
+
+    def flush_ranges(self) -> list[tuple[Segment, int, int]]:
+        # The newest file is the one being written; older ones were synced when they filled up.
+        return self._files[-1].flush_ranges() if self._files else []
 
     def close(self) -> None:
         """Flush and close every file; ``load`` opens them again."""

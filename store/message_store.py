@@ -847,13 +847,24 @@ class MessageStore:
 
     def flush_all(self) -> None:
         """Flush commitlog, consume queues and index, then advance the checkpoint past them."""
+        self.flush_plan()()
+
+    def flush_plan(self) -> Callable[[], None]:
+        """:meth:`flush_all` in two steps: this call (on the thread that appends) notes what to
+        sync; the returned function does the syncing and writes the checkpoint, and may run on
+        a worker thread, so that msync never stalls the broker's event loop."""
         confirmed = self.commitlog.max_offset
-        self.commitlog.flush_to(confirmed)
-        self.consume_queues.flush()
-        self.index.flush()
+        ranges = self.consume_queues.flush_ranges() + self.index.flush_ranges()
         # RocketMQ's timestamps are the store time of the last record each structure holds.
         stamp = self.last_store_timestamp
-        Checkpoint(stamp, stamp, stamp, confirmed, confirmed).save(self.backend)
+
+        def run() -> None:
+            self.commitlog.flush_to(confirmed)
+            for segment, low, high in ranges:
+                segment.flush_range(low, high)
+            Checkpoint(stamp, stamp, stamp, confirmed, confirmed).save(self.backend)
+
+        return run
 
     @property
     def min_physical_offset(self) -> int:

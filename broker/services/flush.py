@@ -38,6 +38,10 @@ class FlushService:
         self.flushed_offset = store.commitlog.flushed_offset
         self.fsync_count = 0
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="pocketmq-flush")
+        # Its own thread: a sync send's fsync never queues behind a metadata flush.
+        self._metadata_executor = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="pocketmq-flush-meta"
+        )
         self._waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -108,9 +112,10 @@ class FlushService:
         while True:
             await asyncio.sleep(self.metadata_interval_ms / 1000)
             try:
-                # The commitlog part runs on the worker; queues, index and checkpoint are small.
-                await self._flush_commitlog()
-                self.store.flush_all()
+                # Noted here, synced on the worker: msync must not stall the event loop.
+                plan = self.store.flush_plan()
+                await asyncio.get_running_loop().run_in_executor(self._metadata_executor, plan)
+                self.flushed_offset = max(self.flushed_offset, self.store.commitlog.flushed_offset)
             except Exception:
                 log.exception("periodic flush failed")
 
@@ -124,3 +129,4 @@ class FlushService:
             if not future.done():
                 future.cancel()
         self._executor.shutdown(wait=True)
+        self._metadata_executor.shutdown(wait=True)
