@@ -10,7 +10,7 @@ import os
 import socket
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any
+from typing import Any, Self
 
 from broker.protocol import RemotingCommand, RequestCode
 from broker.protocol.headers import ClusterInfo, decode_json_body
@@ -188,3 +188,45 @@ class ClientCore:
         self, broker_name: str, cmd: RemotingCommand, timeout_ms: float | None = None
     ) -> RemotingCommand:
         return await self.invoke(self.broker_addr(broker_name), cmd, timeout_ms)
+
+
+class CoreClient:
+    """The life cycle shared by the request/response clients (Admin, PullConsumer): one
+    ClientCore, ``start``/``close``, ``async with``, and a guard for calls before start."""
+
+    _kind = "client"
+
+    def __init__(
+        self,
+        namesrv: str | Sequence[str] | None,
+        *,
+        request_timeout_ms: float,
+        instance_name: str | None,
+        client_ip: str | None,
+    ) -> None:
+        self._core = ClientCore(
+            namesrv=namesrv,
+            instance_name=instance_name,
+            client_ip=client_ip,
+            request_timeout_ms=request_timeout_ms,
+        )
+        self._started = False
+
+    async def start(self) -> None:
+        self._core.check_open()
+        self._started = True
+
+    async def close(self) -> None:
+        await self._core.close()
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _check_open(self) -> None:
+        if not self._started:
+            raise ClientClosedError(f"{self._kind} is not started")
+        self._core.check_open()

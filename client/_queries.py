@@ -3,7 +3,7 @@ SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME (32)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from broker.protocol import RemotingCommand, RequestCode
 from broker.protocol.errors import RemoteProtocolError
@@ -22,6 +22,8 @@ from .connection import check_response, make_request
 from .errors import UnknownBrokerError
 from .message import MessageQueue
 
+T = TypeVar("T")
+
 if TYPE_CHECKING:
     from ._core import ClientCore
 
@@ -37,39 +39,50 @@ def _malformed(response: RemotingCommand, error: RemoteProtocolError) -> Unknown
     return UnknownBrokerError(response.code, f"malformed response: {error}")
 
 
+async def _ask_header(
+    core: ClientCore, mq: MessageQueue, code: int, header: Any, response_type: type[T]
+) -> T:
+    """Ask the queue's broker; the response's custom header decoded as ``response_type``."""
+    response = await _ask(core, mq, make_request(code, header))
+    try:
+        return response_type.from_ext_fields(response.ext_fields)  # type: ignore[attr-defined]
+    except RemoteProtocolError as e:
+        raise _malformed(response, e) from None
+
+
 async def max_offset(core: ClientCore, mq: MessageQueue) -> int:
     """One past the last message of the queue."""
     header = GetMaxOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id)
-    response = await _ask(core, mq, make_request(RequestCode.GET_MAX_OFFSET, header))
-    try:
-        return GetMaxOffsetResponseHeader.from_ext_fields(response.ext_fields).offset
-    except RemoteProtocolError as e:
-        raise _malformed(response, e) from None
+    return (
+        await _ask_header(core, mq, RequestCode.GET_MAX_OFFSET, header, GetMaxOffsetResponseHeader)
+    ).offset
 
 
 async def min_offset(core: ClientCore, mq: MessageQueue) -> int:
     header = GetMinOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id)
-    response = await _ask(core, mq, make_request(RequestCode.GET_MIN_OFFSET, header))
-    try:
-        return GetMinOffsetResponseHeader.from_ext_fields(response.ext_fields).offset
-    except RemoteProtocolError as e:
-        raise _malformed(response, e) from None
+    return (
+        await _ask_header(core, mq, RequestCode.GET_MIN_OFFSET, header, GetMinOffsetResponseHeader)
+    ).offset
 
 
 async def search_offset(core: ClientCore, mq: MessageQueue, timestamp_ms: int) -> int:
     """The offset of the first message stored at or after ``timestamp_ms`` (broker's rule)."""
     header = SearchOffsetRequestHeader(topic=mq.topic, queue_id=mq.queue_id, timestamp=timestamp_ms)
-    response = await _ask(core, mq, make_request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header))
-    try:
-        return SearchOffsetResponseHeader.from_ext_fields(response.ext_fields).offset
-    except RemoteProtocolError as e:
-        raise _malformed(response, e) from None
+    return (
+        await _ask_header(
+            core, mq, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header, SearchOffsetResponseHeader
+        )
+    ).offset
 
 
 async def earliest_store_time(core: ClientCore, mq: MessageQueue) -> int:
     header = GetEarliestMsgStoretimeRequestHeader(topic=mq.topic, queue_id=mq.queue_id)
-    response = await _ask(core, mq, make_request(RequestCode.GET_EARLIEST_MSG_STORETIME, header))
-    try:
-        return GetEarliestMsgStoretimeResponseHeader.from_ext_fields(response.ext_fields).timestamp
-    except RemoteProtocolError as e:
-        raise _malformed(response, e) from None
+    return (
+        await _ask_header(
+            core,
+            mq,
+            RequestCode.GET_EARLIEST_MSG_STORETIME,
+            header,
+            GetEarliestMsgStoretimeResponseHeader,
+        )
+    ).timestamp

@@ -29,12 +29,11 @@ from broker.protocol.errors import RemoteProtocolError
 from broker.protocol.headers import ClusterInfo, CreateTopicRequestHeader, decode_json_body
 
 from . import _queries
-from ._core import ClientCore
+from ._core import CoreClient
 from ._duration import Duration, duration_ms
 from .connection import check_response, make_request
 from .errors import (
     BrokerError,
-    ClientClosedError,
     ClientError,
     ClientUsageError,
     RouteNotFoundError,
@@ -115,8 +114,10 @@ class _TopicStatsTable(msgspec.Struct, rename="camel"):
     offset_table: dict[str, _TopicOffset] = {}
 
 
-class Admin:
+class Admin(CoreClient):
     """Administration client; an async context manager."""
+
+    _kind = "admin"
 
     def __init__(
         self,
@@ -126,32 +127,12 @@ class Admin:
         instance_name: str | None = None,
         client_ip: str | None = None,
     ) -> None:
-        self._core = ClientCore(
-            namesrv=namesrv,
+        super().__init__(
+            namesrv,
+            request_timeout_ms=request_timeout_ms,
             instance_name=instance_name,
             client_ip=client_ip,
-            request_timeout_ms=request_timeout_ms,
         )
-        self._started = False
-
-    async def start(self) -> None:
-        self._core.check_open()
-        self._started = True
-
-    async def close(self) -> None:
-        await self._core.close()
-
-    async def __aenter__(self) -> Admin:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    def _check_open(self) -> None:
-        if not self._started:
-            raise ClientClosedError("admin is not started")
-        self._core.check_open()
 
     async def cluster_info(self) -> ClusterInfo:
         """GET_BROKER_CLUSTER_INFO (106) from the name server."""

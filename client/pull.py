@@ -31,9 +31,9 @@ from broker.protocol.message_codec import decode_message, decode_messages
 from ids import InvalidMessageIdError, decode_offset_msg_id
 
 from . import _queries
-from ._core import ClientCore
+from ._core import ClientCore, CoreClient
 from .connection import check_response, make_request
-from .errors import ClientClosedError, ClientUsageError, UnknownBrokerError
+from .errors import ClientUsageError, UnknownBrokerError
 from .filter import TagExpression
 from .message import MessageQueue, ReceivedMessage
 
@@ -124,8 +124,10 @@ async def pull_queue(
     return PullResult(status, h.next_begin_offset, h.min_offset, h.max_offset, messages)
 
 
-class PullConsumer:
+class PullConsumer(CoreClient):
     """Reads queues on demand; an async context manager."""
+
+    _kind = "pull consumer"
 
     def __init__(
         self,
@@ -137,32 +139,12 @@ class PullConsumer:
         client_ip: str | None = None,
     ) -> None:
         self.group = group
-        self._core = ClientCore(
-            namesrv=namesrv,
+        super().__init__(
+            namesrv,
+            request_timeout_ms=request_timeout_ms,
             instance_name=instance_name,
             client_ip=client_ip,
-            request_timeout_ms=request_timeout_ms,
         )
-        self._started = False
-
-    async def start(self) -> None:
-        self._core.check_open()
-        self._started = True
-
-    async def close(self) -> None:
-        await self._core.close()
-
-    async def __aenter__(self) -> PullConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    def _check_open(self) -> None:
-        if not self._started:
-            raise ClientClosedError("pull consumer is not started")
-        self._core.check_open()
 
     async def queues(self, topic: str) -> list[MessageQueue]:
         """The topic's readable queues."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.handlers.common import bad_request
 from broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
 from broker.protocol.headers import (
     CreateTopicRequestHeader,
@@ -43,17 +44,13 @@ __all__ = [
 ]
 
 
-def _bad(request: RemotingCommand, error: Exception) -> RemotingCommand:
-    return request.make_response(ResponseCode.SYSTEM_ERROR, f"bad request: {error}")
-
-
 def handle_get_max_offset(
     broker: Broker, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     try:
         header = GetMaxOffsetRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return _bad(request, error)
+        return bad_request(request, error)
     offset = broker.store.max_offset(header.topic, header.queue_id)
     return request.make_response(
         ResponseCode.SUCCESS, ext_fields=GetMaxOffsetResponseHeader(offset=offset).to_ext_fields()
@@ -66,7 +63,7 @@ def handle_get_min_offset(
     try:
         header = GetMinOffsetRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return _bad(request, error)
+        return bad_request(request, error)
     offset = broker.store.min_offset(header.topic, header.queue_id)
     return request.make_response(
         ResponseCode.SUCCESS, ext_fields=GetMinOffsetResponseHeader(offset=offset).to_ext_fields()
@@ -79,7 +76,7 @@ def handle_search_offset(
     try:
         header = SearchOffsetRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return _bad(request, error)
+        return bad_request(request, error)
     offset = broker.store.offset_by_time(header.topic, header.queue_id, header.timestamp)
     return request.make_response(
         ResponseCode.SUCCESS, ext_fields=SearchOffsetResponseHeader(offset=offset).to_ext_fields()
@@ -92,7 +89,7 @@ def handle_get_earliest_store_time(
     try:
         header = GetEarliestMsgStoretimeRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return _bad(request, error)
+        return bad_request(request, error)
     result = broker.store.get_messages(
         header.topic,
         header.queue_id,
@@ -113,7 +110,7 @@ def handle_view_message(
     try:
         header = ViewMessageRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return _bad(request, error)
+        return bad_request(request, error)
     try:
         record = broker.store.read(header.offset)
         raw = bytes(broker.store.commitlog.view_at(header.offset, record.total_size))
@@ -131,7 +128,7 @@ def handle_query_message(
     try:
         header = QueryMessageRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return _bad(request, error)
+        return bad_request(request, error)
     records = broker.store.query_by_key(
         header.topic,
         header.key,
@@ -161,7 +158,7 @@ def handle_create_topic(
     try:
         header = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return _bad(request, error)
+        return bad_request(request, error)
     try:
         broker.topics.create(
             header.topic,

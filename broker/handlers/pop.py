@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
+from broker.handlers.common import bad_request
 from broker.handlers.pull import parse_tag_expression
 from broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
 from broker.protocol.headers import (
@@ -24,17 +25,13 @@ if TYPE_CHECKING:
 __all__ = ["handle_ack", "handle_change_invisible", "handle_pop"]
 
 
-def _bad(request: RemotingCommand, error: Exception) -> RemotingCommand:
-    return request.make_response(ResponseCode.SYSTEM_ERROR, f"bad request: {error}")
-
-
 def handle_pop(
     broker: Broker, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand | Awaitable[RemotingCommand]:
     try:
         header = PopMessageRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return _bad(request, error)
+        return bad_request(request, error)
     if broker.groups.find_or_create(header.consumer_group) is None:
         return request.make_response(
             ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -136,7 +133,7 @@ def handle_ack(broker: Broker, request: RemotingCommand, connection: Connection)
     try:
         header = AckMessageRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return _bad(request, error)
+        return bad_request(request, error)
     try:
         broker.pop.ack(header.consumer_group, header.topic, header.extra_info)
     except PopError as error:
@@ -150,7 +147,7 @@ def handle_change_invisible(
     try:
         header = ChangeInvisibleTimeRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return _bad(request, error)
+        return bad_request(request, error)
     try:
         handle = broker.pop.change_invisible(
             header.consumer_group, header.topic, header.extra_info, header.invisible_time

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.handlers.common import bad_request
 from broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
 from broker.protocol.headers import ConsumerSendMsgBackRequestHeader
 from broker.remoting.server import Connection
@@ -38,7 +39,7 @@ def handle_consumer_send_back(
     try:
         header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return request.make_response(ResponseCode.SYSTEM_ERROR, f"bad request: {error}")
+        return bad_request(request, error)
     group = broker.groups.find_or_create(header.group)
     if group is None:
         return request.make_response(

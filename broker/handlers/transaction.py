@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from broker.handlers.common import bad_request
 from broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
 from broker.protocol.headers import EndTransactionRequestHeader
 from broker.remoting.server import Connection
@@ -26,7 +27,7 @@ def handle_end_transaction(
     try:
         header = EndTransactionRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return request.make_response(ResponseCode.SYSTEM_ERROR, f"bad request: {error}")
+        return bad_request(request, error)
     try:
         outcome = broker.transactions.end(
             header.commit_log_offset,
