@@ -180,6 +180,7 @@ class MessageStore:
         self._store_host = self.config.store_host
         self._append_crc = self.config.append_record_crc
         self._index_enable = self.config.message_index_enable
+        self._delay_levels_ms = self.config.delay_levels_ms  # parsed once, not per message
         self._first_times: dict[int, int] = {}  # segment start -> store time of its first record
         self.disk_full = False  # set by the broker's retention when usage passes the warning ratio
         self._closed = True
@@ -559,7 +560,7 @@ class MessageStore:
             with contextlib.suppress(ValueError):
                 level = int(properties["DELAY"])
                 if level > 0:
-                    delays = self.config.delay_levels_ms
+                    delays = self._delay_levels_ms
                     return store_timestamp + delays[min(level, len(delays)) - 1]
         tags = properties.get("TAGS")
         if not tags:
