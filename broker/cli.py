@@ -159,8 +159,15 @@ def _run(coroutine_factory: Callable[[], Coroutine[Any, Any, None]]) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    with contextlib.suppress(KeyboardInterrupt):
-        uvloop.run(coroutine_factory())
+    from store.errors import StoreError
+
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            uvloop.run(coroutine_factory())
+    except (StoreError, OSError) as error:
+        # A locked or unreadable store, a port in use, a full disk: say it in one line.
+        print(f"pocketmq: cannot start: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -193,3 +193,35 @@ def test_store_inspect_on_a_folder_that_is_not_a_store(tmp_path: Path) -> None:
 def test_bad_delay_levels_are_refused_before_anything_starts() -> None:
     done = run("standalone", "--memory", "--delay-levels", "1s soon")
     assert done.returncode != 0 and "--delay-levels" in done.stderr and "'soon'" in done.stderr
+
+
+def test_a_second_broker_on_the_same_store_says_why_in_one_line(tmp_path: Path) -> None:
+    first = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "broker.cli",
+            "standalone",
+            "--port",
+            "0",
+            "--namesrv-port",
+            "0",
+            "--data",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert first.stdout is not None and b"ready" in first.stdout.readline()
+        second = run("standalone", "--port", "0", "--namesrv-port", "0", "--data", str(tmp_path))
+        assert second.returncode == 1
+        assert (
+            "cannot start" in second.stderr and "already open in another process" in second.stderr
+        )
+        assert "Traceback" not in second.stderr
+    finally:
+        first.terminate()
+        first.wait(10)
+        assert first.stdout is not None
+        first.stdout.close()
