@@ -26,5 +26,6 @@ COPY client ./client
 COPY store ./store
 COPY ids ./ids
 COPY sparkexport ./sparkexport
-RUN pip install --no-cache-dir .
+# The [grpc] extra: the brokers also serve the RocketMQ 5.x SDKs (gRPC, --grpc-port).
+RUN pip install --no-cache-dir ".[grpc]"
 ENTRYPOINT ["pocketmq"]

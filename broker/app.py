@@ -16,6 +16,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -49,6 +50,9 @@ from ids import offset_msg_id_from_packed
 from store.errors import StoreError
 from store.message_store import MessageStore, PutMessage, PutResult
 from store.record import Host, SysFlag
+
+if TYPE_CHECKING:
+    from broker.grpc.server import GrpcFrontend
 
 __all__ = ["Broker"]
 
@@ -105,6 +109,7 @@ class Broker:
         self._register_now = asyncio.Event()
         self._store_host_address = b""
         self._store_host_port = 0
+        self.grpc: GrpcFrontend | None = None
         self._started = False
 
     # -- life cycle --------------------------------------------------------------------------
@@ -178,6 +183,8 @@ class Broker:
             check_max=config.transaction_check_max,
         )
         self.transactions.start()
+        if config.grpc_port is not None:
+            await self._start_grpc()
         self.retention = RetentionService(
             self.store,
             RetentionPolicy(
@@ -212,6 +219,8 @@ class Broker:
         if not self._started:
             return
         self._started = False
+        if self.grpc is not None:
+            await self.grpc.close()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -230,6 +239,28 @@ class Broker:
         self.store.close()
         if self.embedded_namesrv is not None:
             await self.embedded_namesrv.close()
+
+    async def _start_grpc(self) -> None:
+        from broker.grpc.server import GrpcFrontend, GrpcSettings
+
+        config = self.config
+        assert config.grpc_port is not None
+        self.grpc = GrpcFrontend(
+            self,
+            GrpcSettings(
+                host=config.host,
+                port=config.grpc_port,
+                advertised_host=config.advertised_host or config.host,
+                auto_create_topics=config.grpc_auto_create_topics,
+                credentials=dict(config.access_keys),
+            ),
+        )
+        config.grpc_port = await self.grpc.start()
+
+    @property
+    def grpc_address(self) -> str | None:
+        """Where the official 5.x SDKs connect (``endpoints``), when the gRPC front-end runs."""
+        return self.grpc.address if self.grpc is not None else None
 
     @property
     def namesrv_address(self) -> str | None:
@@ -336,6 +367,8 @@ class Broker:
             RequestCode.UPDATE_AND_CREATE_TOPIC: admin.handle_create_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: admin.handle_get_all_topic_config,
             RequestCode.DELETE_TOPIC_IN_BROKER: admin.handle_delete_topic,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.handle_create_group,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.handle_get_all_group_config,
             RequestCode.CONSUMER_SEND_MSG_BACK: retry.handle_consumer_send_back,
             RequestCode.POCKETMQ_CLOCK: admin.handle_clock,
             RequestCode.END_TRANSACTION: transaction.handle_end_transaction,

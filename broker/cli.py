@@ -191,7 +191,37 @@ def _broker_config(args: argparse.Namespace, namesrv: list[str]) -> Any:
         namesrv_addrs=namesrv,
         data_dir=None if args.memory else Path(args.data),
         flush=args.flush,
+        grpc_port=_grpc_port(args),
+        grpc_auto_create_topics=args.grpc_auto_create_topics,
+        access_keys=_access_keys(args),
     )
+
+
+def _grpc_port(args: argparse.Namespace) -> int | None:
+    """The gRPC front-end's port: on by default when the grpc extra is installed."""
+    from broker.grpc import grpc_available
+
+    if args.no_grpc:
+        return None
+    if not grpc_available():
+        if args.grpc_port is not None:
+            raise SystemExit(
+                "pocketmq: --grpc-port: the gRPC front-end is not installed "
+                "(pip install 'pocketmq[grpc]')"
+            )
+        logging.getLogger("pocketmq").warning(
+            "gRPC front-end off: pip install 'pocketmq[grpc]' for the RocketMQ 5.x SDKs"
+        )
+        return None
+    return 8081 if args.grpc_port is None else args.grpc_port
+
+
+def _access_keys(args: argparse.Namespace) -> dict[str, str]:
+    access_key = args.access_key or os.environ.get("POCKETMQ_ACCESS_KEY")
+    secret_key = args.secret_key or os.environ.get("POCKETMQ_SECRET_KEY")
+    if bool(access_key) != bool(secret_key):
+        raise SystemExit("pocketmq: --access-key and --secret-key go together")
+    return {access_key: secret_key} if access_key and secret_key else {}
 
 
 def _clock(args: argparse.Namespace) -> Any:
@@ -251,6 +281,26 @@ def _add_broker_options(parser: argparse.ArgumentParser, *, data_default: str) -
         "--delay-levels",
         metavar="LEVELS",
         help='messageDelayLevel (default "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h")',
+    )
+    parser.add_argument(
+        "--grpc-port",
+        type=int,
+        metavar="PORT",
+        help="port of the RocketMQ 5.x gRPC front-end (default 8081; 0 = any free port)",
+    )
+    parser.add_argument("--no-grpc", action="store_true", help="do not start the gRPC front-end")
+    parser.add_argument(
+        "--grpc-auto-create-topics",
+        action="store_true",
+        help="create a topic (message type MIXED) when a gRPC client asks for its route",
+    )
+    parser.add_argument(
+        "--access-key",
+        metavar="AK",
+        help="require gRPC calls signed with this access key (or $POCKETMQ_ACCESS_KEY)",
+    )
+    parser.add_argument(
+        "--secret-key", metavar="SK", help="its secret key (or $POCKETMQ_SECRET_KEY)"
     )
     parser.add_argument(
         "--clock",
@@ -409,15 +459,19 @@ def _cmd_consume(args: argparse.Namespace) -> int:
 
 
 def _cmd_topic(args: argparse.Namespace) -> int:
-    from client.cli import cmd_topic_create, cmd_topic_list, cmd_topic_status
+    from client.admin import Admin
+    from client.cli import cmd_topic_list, cmd_topic_status
 
     async def run() -> int:
         if args.action == "create":
-            print(
-                json.dumps(
-                    await cmd_topic_create(args.namesrv, args.topic, args.queues, order=args.order)
+            async with Admin(args.namesrv) as admin:
+                brokers = await admin.create_topic(
+                    args.topic, args.queues, order=args.order, message_type=args.message_type
                 )
-            )
+            result = {"topic": args.topic, "queues": args.queues, "brokers": brokers}
+            if args.message_type is not None:
+                result["message_type"] = args.message_type
+            print(json.dumps(result))
         elif args.action == "list":
             for topic in await cmd_topic_list(args.namesrv):
                 print(topic)
@@ -428,6 +482,27 @@ def _cmd_topic(args: argparse.Namespace) -> int:
 
     if args.action in ("create", "status") and not args.topic:
         raise SystemExit(f"pocketmq topic {args.action}: --topic is needed")
+    return _run_client(run())
+
+
+def _cmd_group(args: argparse.Namespace) -> int:
+    from client.admin import Admin
+
+    async def run() -> int:
+        async with Admin(args.namesrv) as admin:
+            brokers = await admin.create_group(
+                args.group, orderly=args.orderly, retry_max_times=args.retry_max_times
+            )
+        for name in brokers:
+            row = {
+                "group": args.group,
+                "broker": name,
+                "orderly": args.orderly,
+                "retry_max_times": args.retry_max_times,
+            }
+            print(json.dumps(row))
+        return 0
+
     return _run_client(run())
 
 
@@ -519,8 +594,29 @@ def build_parser() -> argparse.ArgumentParser:
     topic.add_argument("--topic")
     topic.add_argument("--queues", type=int, default=8)
     topic.add_argument("--order", action="store_true", help="an ordered topic")
+    topic.add_argument(
+        "--message-type",
+        choices=("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED"),
+        help="create: the RocketMQ 5.x message.type attribute (default: none, i.e. NORMAL)",
+    )
     _add_namesrv(topic)
     topic.set_defaults(handler=_cmd_topic)
+
+    group = commands.add_parser("group", help="create consumer groups")
+    group.add_argument("action", choices=("create",))
+    group.add_argument("--group", required=True)
+    group.add_argument(
+        "--orderly", action="store_true", help="consume in order (consumeMessageOrderly)"
+    )
+    group.add_argument(
+        "--retry-max-times",
+        type=int,
+        default=16,
+        metavar="N",
+        help="redeliveries before the dead-letter queue (default 16)",
+    )
+    _add_namesrv(group)
+    group.set_defaults(handler=_cmd_group)
 
     time_parser = commands.add_parser("time", help="read or move a broker's manual clock")
     time_parser.add_argument("action", choices=("get", "advance", "set"))

@@ -57,6 +57,14 @@ class BrokerConfig(msgspec.Struct, kw_only=True):
     transaction_check_interval_ms: int = 30_000
     transaction_check_max: int = 15  # transactionCheckMax
     pop_in_flight_max: int = 100_000  # messages lent by POP and not yet acked, all groups
+    # The RocketMQ 5.x gRPC front-end (pocketmq[grpc]); None: not started. 8081 is the
+    # RocketMQ proxy's port.
+    grpc_port: int | None = None
+    # Create a topic a gRPC client asks a route for (message type MIXED). RocketMQ's proxy
+    # never does: off by default, so an unknown topic is TOPIC_NOT_FOUND as there.
+    grpc_auto_create_topics: bool = False
+    # Access key -> secret key. When set, every gRPC call must be signed (MQv2-HMAC-SHA1).
+    access_keys: dict[str, str] = {}
 
     @property
     def address(self) -> str:

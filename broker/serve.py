@@ -53,8 +53,10 @@ async def run_namesrv(host: str, port: int) -> None:
 
 async def run_broker(config: BrokerConfig, clock: Clock | None = None) -> None:
     async with Broker(config, clock=clock) as broker:
+        grpc = f", grpc {broker.grpc_address}" if broker.grpc_address else ""
         _ready(
-            f"pocketmq broker {config.broker_name} ready on {broker.address} (flush {config.flush})"
+            f"pocketmq broker {config.broker_name} ready on {broker.address}{grpc} "
+            f"(flush {config.flush})"
         )
         await _wait_for_stop()
 
@@ -68,9 +70,10 @@ async def run_standalone(
     config.namesrv_addrs = [f"{namesrv_host}:{namesrv_port}"]
     try:
         async with Broker(config, clock=clock) as broker:
+            grpc = f", grpc {broker.grpc_address}" if broker.grpc_address else ""
             _ready(
                 f"pocketmq standalone ready: name server {namesrv_host}:{namesrv_port}, "
-                f"broker {broker.address}, data {config.data_dir or 'in memory'}"
+                f"broker {broker.address}{grpc}, data {config.data_dir or 'in memory'}"
             )
             await _wait_for_stop()
     finally:

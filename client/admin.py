@@ -1,7 +1,9 @@
-"""``Admin``: topic administration through the name server and the brokers.
+"""``Admin``: topic and consumer group administration through the name server and the brokers.
 
 async with Admin("127.0.0.1:9876") as admin:
     await admin.create_topic("Orders", queues=8)
+    await admin.create_topic("Ledger", queues=4, message_type="FIFO")  # RocketMQ 5.x topic type
+    await admin.create_group("LedgerReaders", orderly=True, retry_max_times=3)
     print(await admin.list_topics())
     for q in await admin.topic_status("Orders"):
         print(q.queue, q.min_offset, q.max_offset, q.last_update_ms)
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -43,11 +46,16 @@ from .message import MessageQueue, validate_topic
 from .pull import TOOLS_GROUP, pull_queue
 from .route import AUTO_CREATE_TOPIC, MASTER_ID
 
-__all__ = ["Admin", "ClockState", "QueueStatus"]
+__all__ = ["MESSAGE_TYPES", "Admin", "ClockState", "QueueStatus"]
 
 log = logging.getLogger("pocketmq.client.admin")
 
 _CLOCK_TIMEOUT_MS = 60_000
+
+# RocketMQ 5.x topic attribute message.type (TopicMessageType); the broker checks it too.
+MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")
+_GROUP_CHARS = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+_GROUP_LENGTH_MAX = 255
 
 
 @dataclass(frozen=True)
@@ -114,6 +122,25 @@ class _TopicStatsTable(msgspec.Struct, rename="camel"):
     offset_table: dict[str, _TopicOffset] = {}
 
 
+class _SubscriptionGroupConfig(msgspec.Struct, rename="camel", kw_only=True):
+    """The body of UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200): every field, RocketMQ's defaults,
+    so a RocketMQ broker (which replaces the whole config) gets what it would from mqadmin."""
+
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    consume_message_orderly: bool = False
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    broker_id: int = 0
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+    group_sys_flag: int = 0
+    consume_timeout_minute: int = 15
+    attributes: dict[str, str] = {}
+
+
 class Admin(CoreClient):
     """Administration client; an async context manager."""
 
@@ -147,15 +174,84 @@ class Admin(CoreClient):
         perm: int = int(Perm.READ | Perm.WRITE),
         order: bool = False,
         cluster: str | None = None,
+        message_type: str | None = None,
     ) -> list[str]:
         """UPDATE_AND_CREATE_TOPIC (17) on every master broker (of ``cluster``, if given).
 
+        ``message_type`` (RocketMQ 5.x, one of ``MESSAGE_TYPES``) sets the topic's
+        ``message.type`` attribute; None leaves it alone (a topic without it is NORMAL).
         Returns the names of the brokers that now have the topic.
         """
         self._check_open()
         validate_topic(topic, for_send=True)
         if queues < 1:
             raise ClientUsageError("a topic needs at least one queue")
+        if message_type is not None and message_type not in MESSAGE_TYPES:
+            raise ClientUsageError(
+                f"message_type must be one of {', '.join(MESSAGE_TYPES)}: {message_type!r}"
+            )
+        masters = await self._masters(cluster, topic)
+        header = CreateTopicRequestHeader(
+            topic=topic,
+            default_topic=AUTO_CREATE_TOPIC,
+            read_queue_nums=queues,
+            write_queue_nums=queues,
+            perm=perm,
+            topic_filter_type="SINGLE_TAG",
+            topic_sys_flag=0,
+            order=order,
+            attributes=None if message_type is None else f"+message.type={message_type}",
+        )
+        for addr in masters.values():
+            cmd = make_request(RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+            check_response(await self._core.invoke(addr, cmd))
+        self._core.routes.forget(topic)
+        return list(masters)
+
+    async def create_group(
+        self,
+        group: str,
+        *,
+        orderly: bool = False,
+        retry_max_times: int = 16,
+        broadcast: bool = True,
+        cluster: str | None = None,
+    ) -> list[str]:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200) on every master broker (of ``cluster``, if
+        given): creates the consumer group, or replaces its whole config.
+
+        ``orderly``: consumeMessageOrderly (5.x FIFO delivery for the group); ``retry_max_times``:
+        redeliveries before the dead-letter queue; ``broadcast``: consumeBroadcastEnable.
+        Returns the names of the brokers that now have the group.
+        """
+        self._check_open()
+        if not isinstance(group, str) or not group:
+            raise ClientUsageError("group must be a non-empty string")
+        if len(group) > _GROUP_LENGTH_MAX:
+            raise ClientUsageError(f"group longer than {_GROUP_LENGTH_MAX} characters: {group!r}")
+        if not _GROUP_CHARS.match(group):
+            raise ClientUsageError(f"group may only hold %|a-zA-Z0-9_- characters: {group!r}")
+        if isinstance(retry_max_times, bool) or not isinstance(retry_max_times, int):
+            raise ClientUsageError(f"retry_max_times must be an int: {retry_max_times!r}")
+        if retry_max_times < 0:
+            raise ClientUsageError(f"retry_max_times must not be negative: {retry_max_times}")
+        masters = await self._masters(cluster, f"%RETRY%{group}")
+        body = msgspec.json.encode(
+            _SubscriptionGroupConfig(
+                group_name=group,
+                consume_message_orderly=orderly,
+                retry_max_times=retry_max_times,
+                consume_broadcast_enable=broadcast,
+            )
+        )
+        for addr in masters.values():
+            cmd = make_request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)
+            check_response(await self._core.invoke(addr, cmd))
+        return list(masters)
+
+    async def _masters(self, cluster: str | None, topic: str) -> dict[str, str]:
+        """Master broker name -> address, of ``cluster`` if given; ``RouteNotFoundError``
+        (naming ``topic``) when there is none."""
         info = await self.cluster_info()
         names = set(info.broker_addr_table)
         if cluster is not None:
@@ -167,21 +263,7 @@ class Admin(CoreClient):
         }
         if not masters:
             raise RouteNotFoundError(topic, "no master broker registered with the name server")
-        header = CreateTopicRequestHeader(
-            topic=topic,
-            default_topic=AUTO_CREATE_TOPIC,
-            read_queue_nums=queues,
-            write_queue_nums=queues,
-            perm=perm,
-            topic_filter_type="SINGLE_TAG",
-            topic_sys_flag=0,
-            order=order,
-        )
-        for addr in masters.values():
-            cmd = make_request(RequestCode.UPDATE_AND_CREATE_TOPIC, header)
-            check_response(await self._core.invoke(addr, cmd))
-        self._core.routes.forget(topic)
-        return list(masters)
+        return masters
 
     async def list_topics(self) -> list[str]:
         """GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), sorted."""

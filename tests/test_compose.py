@@ -47,6 +47,10 @@ def test_ports_and_volumes_agree() -> None:
         assert args.port in published.values(), (
             f"{name} listens on {args.port} but does not publish it"
         )
+        if getattr(args, "grpc_port", None) is not None:
+            assert args.grpc_port in published.values(), (
+                f"{name} serves gRPC on {args.grpc_port} but does not publish it"
+            )
         assert not seen_ports & set(published), f"{name} publishes a host port already used"
         seen_ports |= set(published)
         if args.command == "broker":

@@ -1,13 +1,14 @@
 """Queue offsets, message lookup and topic administration: GET_MAX_OFFSET (30), GET_MIN_OFFSET (31),
 SEARCH_OFFSET_BY_TIMESTAMP (29), GET_EARLIEST_MSG_STORETIME (32), VIEW_MESSAGE_BY_ID (33),
-QUERY_MESSAGE (12), UPDATE_AND_CREATE_TOPIC (17), GET_ALL_TOPIC_CONFIG (21), DELETE_TOPIC_IN_BROKER (215)."""
+QUERY_MESSAGE (12), UPDATE_AND_CREATE_TOPIC (17), GET_ALL_TOPIC_CONFIG (21), DELETE_TOPIC_IN_BROKER (215),
+UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from broker.handlers.common import bad_request
-from broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
+from broker.protocol import MalformedBodyError, MalformedHeaderError, RemotingCommand, ResponseCode
 from broker.protocol.headers import (
     CreateTopicRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
@@ -21,19 +22,23 @@ from broker.protocol.headers import (
     SearchOffsetRequestHeader,
     SearchOffsetResponseHeader,
     ViewMessageRequestHeader,
+    decode_json_body,
     encode_json_body,
 )
 from broker.remoting.server import Connection
 from broker.services.clock import ManualClock, parse_duration_ms
-from broker.services.topics import TopicError
+from broker.services.groups import GroupConfig, validate_group_name
+from broker.services.topics import TopicError, apply_attribute_changes
 from store.errors import CorruptRecordError, OffsetOutOfRangeError
 
 if TYPE_CHECKING:
     from broker.app import Broker
 
 __all__ = [
+    "handle_create_group",
     "handle_create_topic",
     "handle_delete_topic",
+    "handle_get_all_group_config",
     "handle_get_all_topic_config",
     "handle_get_earliest_store_time",
     "handle_get_max_offset",
@@ -160,6 +165,12 @@ def handle_create_topic(
     except MalformedHeaderError as error:
         return bad_request(request, error)
     try:
+        attributes = None  # none named: an update keeps the topic's attributes
+        if header.attributes:
+            existing = broker.topics.get(header.topic)
+            attributes = apply_attribute_changes(
+                existing.attributes if existing is not None else None, header.attributes
+            )
         broker.topics.create(
             header.topic,
             read_queue_nums=header.read_queue_nums,
@@ -167,6 +178,7 @@ def handle_create_topic(
             perm=header.perm,
             order=header.order,
             topic_sys_flag=header.topic_sys_flag or 0,
+            attributes=attributes,
         )
     except TopicError as error:
         return request.make_response(error.code, str(error))
@@ -188,6 +200,33 @@ def handle_get_all_topic_config(
 ) -> RemotingCommand:
     return request.make_response(
         ResponseCode.SUCCESS, body=encode_json_body(broker.topics.wrapper())
+    )
+
+
+def handle_create_group(
+    broker: Broker, request: RemotingCommand, connection: Connection
+) -> RemotingCommand:
+    """The body is RocketMQ's SubscriptionGroupConfig JSON; the group is created or replaced."""
+    if not request.body:
+        return request.make_response(
+            ResponseCode.SYSTEM_ERROR, "bad request: no SubscriptionGroupConfig body"
+        )
+    try:
+        config = decode_json_body(request.body, GroupConfig)
+    except MalformedBodyError as error:
+        return bad_request(request, error)
+    problem = validate_group_name(config.group_name)
+    if problem:
+        return request.make_response(ResponseCode.SYSTEM_ERROR, problem)
+    broker.groups.put(config)
+    return request.make_response(ResponseCode.SUCCESS)
+
+
+def handle_get_all_group_config(
+    broker: Broker, request: RemotingCommand, connection: Connection
+) -> RemotingCommand:
+    return request.make_response(
+        ResponseCode.SUCCESS, body=encode_json_body(broker.groups.wrapper())
     )
 
 

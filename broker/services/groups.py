@@ -2,13 +2,31 @@
 
 from __future__ import annotations
 
+import re
+import time
 from pathlib import Path
 
 import msgspec
 
+from broker.protocol.headers import DataVersion
 from broker.services.persist import load_json, save_json
 
-__all__ = ["GroupConfig", "GroupManager"]
+__all__ = ["GroupConfig", "GroupManager", "validate_group_name"]
+
+_GROUP_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+GROUP_LENGTH_MAX = 255
+
+
+def validate_group_name(group: str) -> str | None:
+    """Why ``group`` is not a valid consumer group name (RocketMQ's Validators.checkGroup), or
+    None if it is."""
+    if not group:
+        return "the group name is blank"
+    if not _GROUP_PATTERN.match(group):
+        return f"the group {group!r} contains a character outside ^[%|a-zA-Z0-9_-]+$"
+    if len(group) > GROUP_LENGTH_MAX:
+        return f"the group name is {len(group)} characters long, more than {GROUP_LENGTH_MAX}"
+    return None
 
 
 class GroupConfig(msgspec.Struct, rename="camel", kw_only=True):
@@ -16,36 +34,53 @@ class GroupConfig(msgspec.Struct, rename="camel", kw_only=True):
     consume_enable: bool = True
     consume_from_min_enable: bool = True
     consume_broadcast_enable: bool = True
+    consume_message_orderly: bool = False
     retry_queue_nums: int = 1
     retry_max_times: int = 16  # retryMaxTimes
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    group_sys_flag: int = 0
+    consume_timeout_minute: int = 15
     attributes: dict[str, str] = {}
 
 
 class _GroupFile(msgspec.Struct, rename="camel"):
+    # also the body of GET_ALL_SUBSCRIPTIONGROUP_CONFIG (RocketMQ's SubscriptionGroupWrapper)
     subscription_group_table: dict[str, GroupConfig] = {}
+    data_version: DataVersion = DataVersion()
 
 
 class GroupManager:
     def __init__(self, path: Path | None, *, auto_create: bool) -> None:
         self.path = path
         self.auto_create = auto_create
-        self.groups: dict[str, GroupConfig] = load_json(
-            path, _GroupFile, _GroupFile()
-        ).subscription_group_table
+        loaded = load_json(path, _GroupFile, _GroupFile())
+        self.groups: dict[str, GroupConfig] = loaded.subscription_group_table
+        self.data_version = loaded.data_version
 
     def find_or_create(self, group: str) -> GroupConfig | None:
         config = self.groups.get(group)
         if config is None and self.auto_create:
             config = self.groups[group] = GroupConfig(group_name=group)
-            self.persist()
+            self._changed()
         return config
 
     def put(self, config: GroupConfig) -> None:
+        """Create or replace a group (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP), persisted at once."""
         self.groups[config.group_name] = config
+        self._changed()
+
+    def _changed(self) -> None:
+        self.data_version = DataVersion(
+            timestamp=int(time.time() * 1000), counter=self.data_version.counter + 1
+        )
         self.persist()
 
+    def wrapper(self) -> _GroupFile:
+        return _GroupFile(
+            subscription_group_table=dict(self.groups), data_version=self.data_version
+        )
+
     def persist(self) -> None:
-        save_json(self.path, _GroupFile(subscription_group_table=self.groups))
+        save_json(self.path, self.wrapper())

@@ -34,7 +34,7 @@ import msgspec
 from broker.handlers.retry import dead_letter
 from store.errors import CorruptRecordError, OffsetOutOfRangeError
 from store.message_store import PutMessage, copy_of
-from store.record import SysFlag
+from store.record import MessageRecord, SysFlag
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -453,18 +453,35 @@ class PopService:
 
         return expire
 
-    def _redeliver(self, item: InFlight) -> None:
-        store = self.broker.store
-        group_config = self.broker.groups.find_or_create(item.group)
-        max_times = group_config.retry_max_times if group_config is not None else 16
-        result = store.get_messages(
+    def _record_of(self, item: InFlight) -> MessageRecord | None:
+        result = self.broker.store.get_messages(
             item.topic, item.queue_id, item.queue_offset, 1, only_available=False
         )
         if not result.messages or result.messages[0][0] != item.queue_offset:
+            return None
+        return self.broker.store.read(result.messages[0][1])
+
+    def forward_to_dead_letter(self, group: str, topic: str, handle_text: str, reason: str) -> None:
+        """Send a message in flight to the group's DLQ now and end its lending (the 5.x
+        ForwardMessageToDeadLetterQueue: a FIFO consumer that gave up on it)."""
+        item = self._find(group, topic, _parse(handle_text))
+        record = self._record_of(item)
+        if record is not None:
+            properties = dict(record.properties)
+            properties.setdefault("RETRY_TOPIC", item.topic)
+            properties.setdefault("ORIGIN_MESSAGE_ID", properties.get("UNIQ_KEY", ""))
+            dead_letter(self.broker, record, properties, item.group, reason=reason)
+        self._append_ack(item)
+        self._finish(item)
+
+    def _redeliver(self, item: InFlight) -> None:
+        group_config = self.broker.groups.find_or_create(item.group)
+        max_times = group_config.retry_max_times if group_config is not None else 16
+        record = self._record_of(item)
+        if record is None:
             self._append_ack(item)
             self._finish(item)
             return
-        record = store.read(result.messages[0][1])
         attempts = (item.attempt + 1) if item.order else record.reconsume_times + 1
         self.redelivered += 1
         original_topic = record.properties.get("RETRY_TOPIC", item.topic)

@@ -163,3 +163,17 @@ class TimerService:
         if offset != self.low_water:
             self.low_water = offset
             save_json(self.path, _TimerCheck(low_water_offset=offset))
+
+    def recall(self, topic: str, message_id: str) -> bool:
+        """Cancel a message still waiting for its time (RocketMQ 5.x RecallMessage); False when
+        no waiting message of ``topic`` has that unique key (delivered, recalled, or unknown)."""
+        store = self.broker.store
+        for record in store.query_by_key(TIMER_TOPIC, message_id, max_results=8):
+            if (
+                record.unique_key == message_id
+                and record.properties.get("REAL_TOPIC") == topic
+                and store.state_of(record.physical_offset) is MessageState.UNAVAILABLE
+            ):
+                store.set_state(record.physical_offset, MessageState.MARKED_FOR_DELETION, "recalled")
+                return True
+        return False

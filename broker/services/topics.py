@@ -12,7 +12,17 @@ import msgspec
 from broker.protocol.headers import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from broker.services.persist import load_json, save_json
 
-__all__ = ["TopicError", "TopicManager", "validate_topic_name"]
+__all__ = [
+    "MESSAGE_TYPES",
+    "MESSAGE_TYPE_ATTRIBUTE",
+    "TopicError",
+    "TopicManager",
+    "apply_attribute_changes",
+    "parse_attribute_changes",
+    "parse_attributes",
+    "topic_message_type",
+    "validate_topic_name",
+]
 
 PERM_READ = 4
 PERM_WRITE = 2
@@ -53,6 +63,11 @@ _TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 TOPIC_LENGTH_MAX = 127
 RETRY_OR_DLQ_TOPIC_LENGTH_MAX = 255
 
+# RocketMQ 5.x TopicAttributes.TOPIC_MESSAGE_TYPE_ATTRIBUTE: what a topic may carry, which the
+# gRPC front-end checks sends against; no attribute means NORMAL (TopicConfig.getTopicMessageType).
+MESSAGE_TYPE_ATTRIBUTE = "message.type"
+MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")
+
 
 class TopicError(ValueError):
     """A topic name or operation was refused; ``code`` is the RocketMQ response code to send."""
@@ -80,6 +95,71 @@ def validate_topic_name(topic: str) -> str | None:
     if len(topic) > limit:
         return f"the topic is {len(topic)} characters long, more than {limit}"
     return None
+
+
+def topic_message_type(config: TopicConfig) -> str:
+    """The topic's ``message.type`` attribute, or "NORMAL" when it has none."""
+    return config.attributes.get(MESSAGE_TYPE_ATTRIBUTE) or "NORMAL"
+
+
+def parse_attribute_changes(text: str) -> tuple[dict[str, str], list[str]]:
+    """RocketMQ's AttributeParser: ``"+k=v,+k2=v2,-k3"`` -> ({k: v, k2: v2}, [k3]).
+
+    ``TopicError`` (SYSTEM_ERROR, as RocketMQ answers) for a malformed or repeated entry or a
+    ``message.type`` outside ``MESSAGE_TYPES``. Other keys are kept as given: pocketmq does not
+    interpret them, and refusing them would break tools that set e.g. ``queue.type``.
+    """
+    additions: dict[str, str] = {}
+    deletions: list[str] = []
+    if not text:
+        return additions, deletions
+    for raw in text.split(","):
+        entry = raw.strip()
+        if not entry:
+            continue  # "+a=b," as Java's String.split, which drops the trailing empty entry
+        adding = "=" in entry
+        key, _, value = entry.partition("=")
+        if adding and (not key.startswith("+") or not value or "=" in value):
+            raise TopicError(1, f"attribute {entry!r} is not of the form +key=value")
+        if not adding and not key.startswith("-"):
+            raise TopicError(1, f"attribute {entry!r} is neither +key=value nor -key")
+        name = key[1:]
+        if not name:
+            raise TopicError(1, f"attribute {entry!r} has no key")
+        if name in additions or name in deletions:
+            raise TopicError(1, f"attribute {name!r} is given twice in {text!r}")
+        if not adding:
+            deletions.append(name)
+            continue
+        if name == MESSAGE_TYPE_ATTRIBUTE and value not in MESSAGE_TYPES:
+            raise TopicError(
+                1, f"{MESSAGE_TYPE_ATTRIBUTE} {value!r} is not one of {', '.join(MESSAGE_TYPES)}"
+            )
+        additions[name] = value
+    return additions, deletions
+
+
+def parse_attributes(text: str) -> dict[str, str]:
+    """The attributes ``"+k=v,+k2=v2"`` sets, keys without the "+". A ``-key`` entry (delete)
+    is refused here: a new topic has nothing to delete (use ``parse_attribute_changes``)."""
+    additions, deletions = parse_attribute_changes(text)
+    if deletions:
+        raise TopicError(1, f"only +key=value attributes are allowed here, not -{deletions[0]}")
+    return additions
+
+
+def apply_attribute_changes(current: dict[str, str] | None, text: str) -> dict[str, str]:
+    """``current`` (None: a topic being created) after the changes ``text`` describes, as
+    RocketMQ's AttributeUtil.alterCurrentAttributes; ``TopicError`` when they cannot apply."""
+    if current is None:
+        return parse_attributes(text)  # creating: only additions
+    additions, deletions = parse_attribute_changes(text)
+    result = dict(current)
+    for name in deletions:
+        if result.pop(name, None) is None:
+            raise TopicError(1, f"attribute {name!r} cannot be deleted: the topic does not have it")
+    result.update(additions)
+    return result
 
 
 class TopicManager:
@@ -129,11 +209,26 @@ class TopicManager:
         perm: int = PERM_RW,
         order: bool = False,
         topic_sys_flag: int = 0,
+        attributes: dict[str, str] | None = None,
     ) -> TopicConfig:
-        """Create or update a topic (UPDATE_AND_CREATE_TOPIC), persisted at once."""
+        """Create or update a topic (UPDATE_AND_CREATE_TOPIC), persisted at once.
+
+        ``attributes`` replaces the topic's attributes; None keeps an existing topic's (an
+        update that names no attributes leaves them alone, as in RocketMQ).
+        """
         problem = validate_topic_name(topic)
         if problem:
             raise TopicError(1, problem)  # SYSTEM_ERROR, as RocketMQ answers a bad name
+        if attributes is None:
+            existing = self.topics.get(topic)
+            attributes = existing.attributes if existing is not None else {}
+        message_type = attributes.get(MESSAGE_TYPE_ATTRIBUTE)
+        if message_type is not None and message_type not in MESSAGE_TYPES:
+            raise TopicError(
+                1,
+                f"{MESSAGE_TYPE_ATTRIBUTE} {message_type!r} is not one of "
+                f"{', '.join(MESSAGE_TYPES)}",
+            )
         config = TopicConfig(
             topic_name=topic,
             read_queue_nums=read_queue_nums or self.default_queue_nums,
@@ -141,6 +236,7 @@ class TopicManager:
             perm=perm,
             order=order,
             topic_sys_flag=topic_sys_flag,
+            attributes=dict(attributes),
         )
         self.topics[topic] = config
         self._changed()

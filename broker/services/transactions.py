@@ -26,7 +26,9 @@ checks where they were.
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -40,8 +42,9 @@ from store.state import MessageState
 
 if TYPE_CHECKING:
     from broker.app import Broker
+    from broker.remoting.server import Connection
 
-__all__ = ["HalfMessage", "TransactionError", "TransactionService"]
+__all__ = ["CheckTarget", "HalfMessage", "TransactionError", "TransactionService"]
 
 log = logging.getLogger("pocketmq.broker")
 
@@ -68,6 +71,10 @@ class HalfMessage:
     real_topic: str
 
 
+# Asks one producer about a transaction: given the half message as sent, and its state.
+CheckTarget = Callable[[MessageRecord, "HalfMessage"], None]
+
+
 class TransactionService:
     def __init__(
         self, broker: Broker, *, timeout_ms: int, check_interval_ms: int, check_max: int
@@ -79,6 +86,8 @@ class TransactionService:
         self.pending: dict[str, HalfMessage] = {}
         self.checks_sent = 0
         self._armed: dict[str, int] = {}
+        # Other front-ends' producers: each source maps a producer group to check targets.
+        self.check_sources: list[Callable[[str], list[CheckTarget]]] = []
 
     # -- half messages -----------------------------------------------------------------------
 
@@ -266,7 +275,7 @@ class TransactionService:
     def check(self, half: HalfMessage) -> str:
         """One check of ``half`` now (also what ``pocketmq tx check-now`` does)."""
         now = self.broker.now_ms()
-        producers = self.broker.clients.producers_of(half.producer_group)
+        producers = self.check_targets(half.producer_group)
         if not producers:
             half.next_check_ms = now + self.check_interval_ms
             self._arm(half)
@@ -291,15 +300,26 @@ class TransactionService:
         half.check_times += 1
         half.next_check_ms = now + self.check_interval_ms
         self._arm(half)
-        self._send_check(
-            half, store.read(half.physical_offset), producers[self.checks_sent % len(producers)]
-        )
+        target = producers[self.checks_sent % len(producers)]
+        target(self._as_sent(half, store.read(half.physical_offset)), half)
         self.checks_sent += 1
         return f"check {half.check_times} sent"
 
-    def _send_check(self, half: HalfMessage, record: MessageRecord, connection) -> None:  # noqa: ANN001
-        # The body is the half message as the producer sent it: real topic and queue restored.
-        real = MessageRecord(
+    def check_targets(self, producer_group: str) -> list[CheckTarget]:
+        """Live producers of a group that can be asked about a transaction: remoting producers
+        over their connections, plus those of other front-ends (gRPC producers, whose group is
+        the topic name, as RocketMQ's proxy registers them)."""
+        targets: list[CheckTarget] = [
+            functools.partial(self._send_check, connection)
+            for connection in self.broker.clients.producers_of(producer_group)
+        ]
+        for source in self.check_sources:
+            targets.extend(source(producer_group))
+        return targets
+
+    def _as_sent(self, half: HalfMessage, record: MessageRecord) -> MessageRecord:
+        """The half message as the producer sent it: real topic and queue restored."""
+        return MessageRecord(
             topic=record.properties.get("REAL_TOPIC", half.real_topic),
             body=record.body,
             queue_id=int(record.properties.get("REAL_QID", "0") or 0),
@@ -314,11 +334,13 @@ class TransactionService:
             queue_offset=half.queue_offset,
             physical_offset=half.physical_offset,
         )
+
+    def _send_check(self, connection: Connection, real: MessageRecord, half: HalfMessage) -> None:
         header = CheckTransactionStateRequestHeader(
             topic=real.topic,
             tran_state_table_offset=half.queue_offset,
             commit_log_offset=half.physical_offset,
-            msg_id=record.unique_key,
+            msg_id=real.unique_key,
             transaction_id=half.transaction_id,
             offset_msg_id=self.broker.offset_msg_id(half.physical_offset),
             broker_name=self.broker.config.broker_name,

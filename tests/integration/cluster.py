@@ -117,6 +117,12 @@ class Process:
         return self.popen is not None and self.popen.poll() is None
 
 
+def _grpc_args(extra_args: list[str] | None) -> list[str]:
+    """Test brokers serve gRPC only when asked (``--grpc-port``): 8081 would clash."""
+    extra = list(extra_args or [])
+    return extra if "--grpc-port" in extra or "--no-grpc" in extra else [*extra, "--no-grpc"]
+
+
 class Cluster:
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
@@ -157,7 +163,7 @@ class Cluster:
             str(data),
             "--flush",
             flush,
-            *(extra_args or []),
+            *_grpc_args(extra_args),
         ]
         process = Process(name, args, port, self.root / f"{name}.log", extra={"data": data})
         self.processes.append(process.start())
@@ -177,7 +183,7 @@ class Cluster:
             str(self.root / "standalone"),
             "--flush",
             flush,
-            *(extra_args or []),
+            *_grpc_args(extra_args),
         ]
         process = Process(
             "standalone",

@@ -208,13 +208,16 @@ def test_a_second_broker_on_the_same_store_says_why_in_one_line(tmp_path: Path) 
             "0",
             "--data",
             str(tmp_path),
+            "--no-grpc",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )
     try:
         assert first.stdout is not None and b"ready" in first.stdout.readline()
-        second = run("standalone", "--port", "0", "--namesrv-port", "0", "--data", str(tmp_path))
+        second = run(
+            "standalone", "--port", "0", "--namesrv-port", "0", "--data", str(tmp_path), "--no-grpc"
+        )
         assert second.returncode == 1
         assert (
             "cannot start" in second.stderr and "already open in another process" in second.stderr

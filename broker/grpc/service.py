@@ -1,0 +1,744 @@
+"""``apache.rocketmq.v2.MessagingService`` on top of the broker's own services.
+
+Each RPC does what RocketMQ's proxy does with it, but calls the broker in-process: a send
+goes through ``Broker.put_message`` (timers, transactions and all), a receive is a POP, an ack
+or an invisible-time change is the POP service's, a dead-letter forward writes ``%DLQ%<group>``.
+So a message sent over gRPC is consumed over remoting and the reverse.
+
+Errors travel as the protocol expects them, in the response's ``status`` (the clients read
+it and raise), never as a failed RPC; a request pocketmq cannot serve says so in the status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import ipaddress
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from broker.grpc.auth import AuthError, check_signature
+from broker.grpc.convert import (
+    GrpcStatusError,
+    accepted_types,
+    consistent_hash,
+    to_message,
+    to_put_message,
+)
+from broker.grpc.sessions import DEFAULT_INVISIBLE_MS, Renewal, SessionRegistry, settings_reply
+from broker.grpc.stubs import definition_pb2, service_pb2, service_pb2_grpc
+from broker.handlers.pull import parse_tag_expression
+from broker.services.pop import INVISIBLE_MS_MAX, PopError
+from broker.services.schedule import DelayError
+from broker.services.timer import TimerError
+from broker.services.topics import (
+    NOT_ALLOWED_SEND_TOPICS,
+    PERM_READ,
+    PERM_WRITE,
+    is_system_topic,
+    validate_topic_name,
+)
+from broker.services.transactions import COMMIT, ROLLBACK, HalfMessage, TransactionError
+from store.errors import LimitExceededError, StoreError, StoreFullError
+from store.javahash import java_string_hash
+from store.record import Host, MessageRecord, decode_record
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+    from broker.grpc.server import GrpcSettings
+
+__all__ = ["MessagingService"]
+
+log = logging.getLogger("pocketmq.grpc")
+
+pb = service_pb2
+Code = definition_pb2.Code
+Status = definition_pb2.Status
+MessageType = definition_pb2.MessageType
+
+INVISIBLE_MS_MIN_RECEIVE = 10_000  # minInvisibleTimeMillsForRecv
+POLLING_MS_MIN = 5_000  # grpcClientConsumerMinLongPollingTimeoutMillis
+POLLING_MS_MAX = 20_000  # grpcClientConsumerMaxLongPollingTimeoutMillis
+RECEIVE_BATCH_MAX = 64
+# Topic message type -> the message types a send may carry (TopicMessageTypeValidator).
+_SENDABLE = {
+    "NORMAL": {MessageType.NORMAL},
+    "FIFO": {MessageType.FIFO},
+    "DELAY": {MessageType.DELAY},
+    "TRANSACTION": {MessageType.TRANSACTION},
+    "MIXED": {MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY, MessageType.TRANSACTION},
+}
+_POP_CODES = {
+    17: Code.TOPIC_NOT_FOUND,
+    209: Code.TOO_MANY_REQUESTS,
+    29: Code.INVALID_RECEIPT_HANDLE,
+    604: Code.INVALID_RECEIPT_HANDLE,
+}
+
+
+def _ok() -> Any:
+    return Status(code=Code.OK, message="OK")
+
+
+def _status(code: int, message: str) -> Any:
+    return Status(code=code, message=message)
+
+
+def topic_message_type(config: Any) -> str:
+    """A topic's 5.x ``message.type`` attribute; NORMAL when it has none (TopicConfig)."""
+    return (config.attributes or {}).get("message.type", "NORMAL")
+
+
+class _Call:
+    """What every RPC needs from its metadata."""
+
+    __slots__ = ("client_id", "peer")
+
+    def __init__(self, client_id: str, peer: Host) -> None:
+        self.client_id = client_id
+        self.peer = peer
+
+
+def _peer_host(peer: str) -> Host:
+    # "ipv4:127.0.0.1:5000", "ipv6:[::1]:5000"; anything else (unix sockets) is 0.0.0.0:0.
+    try:
+        kind, _, rest = peer.partition(":")
+        if kind in ("ipv4", "ipv6"):
+            host, _, port = rest.rpartition(":")
+            return Host(ipaddress.ip_address(host.strip("[]")).packed, int(port))
+    except ValueError:
+        pass
+    return Host(b"\0\0\0\0", 0)
+
+
+def _recall_handle(topic: str, broker_name: str, deliver_ms: int, message_id: str) -> str:
+    # RecallMessageHandle.HandleV1: "v1 <topic> <broker> <timestamp> <message id>", base64url.
+    text = f"v1 {topic} {broker_name} {deliver_ms} {message_id}"
+    return base64.urlsafe_b64encode(text.encode()).decode()
+
+
+def _parse_recall_handle(handle: str) -> tuple[str, str, str, str]:
+    try:
+        padded = handle + "=" * (-len(handle) % 4)
+        parts = base64.urlsafe_b64decode(padded.encode()).decode().split(" ")
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        parts = []
+    if len(parts) != 5 or parts[0] != "v1":
+        raise GrpcStatusError(Code.BAD_REQUEST, f"recall handle {handle!r} is not valid")
+    return parts[1], parts[2], parts[3], parts[4]
+
+
+class MessagingService(service_pb2_grpc.MessagingServiceServicer):
+    def __init__(self, broker: Broker, settings: GrpcSettings) -> None:
+        self.broker = broker
+        self.settings = settings
+        self.sessions = SessionRegistry(broker)
+        self._round_robin: dict[str, int] = {}
+        broker.transactions.check_sources.append(self._transaction_targets)
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _call(self, context: Any) -> _Call:
+        metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ())}
+        try:
+            check_signature(metadata, self.settings.credentials)
+        except AuthError as error:
+            raise GrpcStatusError(Code.UNAUTHORIZED, str(error)) from None
+        client_id = metadata.get("x-mq-client-id", "")
+        if client_id:
+            self.sessions.touch(client_id)
+        return _Call(client_id, _peer_host(context.peer() or ""))
+
+    async def _unary(
+        self,
+        response_type: Callable[..., Any],
+        context: Any,
+        work: Callable[[_Call], Any | Awaitable[Any]],
+    ) -> Any:
+        try:
+            call = self._call(context)
+            result = work(call)
+            if asyncio.iscoroutine(result):
+                result = await result
+            return result
+        except GrpcStatusError as error:
+            return response_type(status=_status(error.code, str(error)))
+        except Exception as error:  # one client's request never takes the broker down
+            log.exception("gRPC %s failed", response_type.__name__)
+            return response_type(status=_status(Code.INTERNAL_ERROR, f"internal error: {error}"))
+
+    def _topic(self, name: str, *, for_write: bool = False) -> Any:
+        if not name:
+            raise GrpcStatusError(Code.ILLEGAL_TOPIC, "topic name cannot be empty")
+        problem = validate_topic_name(name)
+        if problem:
+            raise GrpcStatusError(Code.ILLEGAL_TOPIC, problem)
+        config = self.broker.topics.get(name)
+        if config is None and self.settings.auto_create_topics and not is_system_topic(name):
+            # An emulator convenience (off by default, as RocketMQ's proxy never creates one):
+            # a topic that accepts every message type.
+            config = self.broker.topics.create(name, attributes={"message.type": "MIXED"})
+            self.broker.schedule_registration()
+        if config is None:
+            raise GrpcStatusError(Code.TOPIC_NOT_FOUND, f"topic {name} does not exist")
+        if for_write and name in NOT_ALLOWED_SEND_TOPICS:
+            raise GrpcStatusError(Code.FORBIDDEN, f"sending to topic {name} is forbidden")
+        return config
+
+    def _group(self, name: str) -> Any:
+        if not name:
+            raise GrpcStatusError(Code.ILLEGAL_CONSUMER_GROUP, "consumer group cannot be empty")
+        group = self.broker.groups.find_or_create(name)
+        if group is None:
+            raise GrpcStatusError(
+                Code.CONSUMER_GROUP_NOT_FOUND, f"consumer group {name} does not exist"
+            )
+        return group
+
+    def _endpoints(self, requested: Any) -> Any:
+        """Where clients reach this broker's gRPC port: the address they dialled (it reached
+        us), or the advertised host."""
+        if requested is not None and len(requested.addresses) > 0:
+            return requested
+        host = self.settings.advertised_host
+        try:
+            scheme = (
+                definition_pb2.AddressScheme.IPv6
+                if ipaddress.ip_address(host).version == 6
+                else definition_pb2.AddressScheme.IPv4
+            )
+        except ValueError:
+            scheme = definition_pb2.AddressScheme.DOMAIN_NAME
+        return definition_pb2.Endpoints(
+            scheme=scheme, addresses=[definition_pb2.Address(host=host, port=self.settings.port)]
+        )
+
+    def _broker_of(self, endpoints: Any) -> Any:
+        return definition_pb2.Broker(
+            name=self.broker.config.broker_name, id=0, endpoints=self._endpoints(endpoints)
+        )
+
+    # -- routes -------------------------------------------------------------------------------
+
+    async def QueryRoute(self, request: Any, context: Any) -> Any:  # noqa: N802
+        def work(call: _Call) -> Any:
+            config = self._topic(request.topic.name)
+            broker = self._broker_of(request.endpoints)
+            types = accepted_types(topic_message_type(config))
+            readable = bool(config.perm & PERM_READ)
+            writable = bool(config.perm & PERM_WRITE)
+            permission = definition_pb2.Permission
+            queues = []
+            for queue_id in range(max(config.read_queue_nums, config.write_queue_nums)):
+                can_read = readable and queue_id < config.read_queue_nums
+                can_write = writable and queue_id < config.write_queue_nums
+                queues.append(
+                    definition_pb2.MessageQueue(
+                        topic=request.topic,
+                        id=queue_id,
+                        permission=(
+                            permission.READ_WRITE
+                            if can_read and can_write
+                            else permission.READ
+                            if can_read
+                            else permission.WRITE
+                            if can_write
+                            else permission.NONE
+                        ),
+                        broker=broker,
+                        accept_message_types=types,
+                    )
+                )
+            return pb.QueryRouteResponse(status=_ok(), message_queues=queues)
+
+        return await self._unary(pb.QueryRouteResponse, context, work)
+
+    async def QueryAssignment(self, request: Any, context: Any) -> Any:  # noqa: N802
+        def work(call: _Call) -> Any:
+            config = self._topic(request.topic.name)
+            group = self._group(request.group.name)
+            if not config.perm & PERM_READ or config.read_queue_nums <= 0:
+                return pb.QueryAssignmentResponse(
+                    status=_status(Code.FORBIDDEN, "no readable queue")
+                )
+            broker = self._broker_of(request.endpoints)
+            permission = definition_pb2.Permission.READ_WRITE
+            # FIFO groups get every queue (consumed one by one, in order); others one
+            # assignment per broker, queue -1: POP from all queues (RouteActivity).
+            ids = (
+                range(config.read_queue_nums)
+                if getattr(group, "consume_message_orderly", False)
+                else [-1]
+            )
+            assignments = [
+                definition_pb2.Assignment(
+                    message_queue=definition_pb2.MessageQueue(
+                        topic=request.topic, id=i, permission=permission, broker=broker
+                    )
+                )
+                for i in ids
+            ]
+            return pb.QueryAssignmentResponse(status=_ok(), assignments=assignments)
+
+        return await self._unary(pb.QueryAssignmentResponse, context, work)
+
+    # -- clients ---------------------------------------------------------------------------------
+
+    async def Heartbeat(self, request: Any, context: Any) -> Any:  # noqa: N802
+        def work(call: _Call) -> Any:
+            if request.HasField("group") and request.group.name:
+                self._group(request.group.name)
+            if call.client_id:
+                session = self.sessions.touch(call.client_id)
+                if request.client_type:
+                    session.client_type = request.client_type
+            return pb.HeartbeatResponse(status=_ok())
+
+        return await self._unary(pb.HeartbeatResponse, context, work)
+
+    async def NotifyClientTermination(self, request: Any, context: Any) -> Any:  # noqa: N802
+        def work(call: _Call) -> Any:
+            if call.client_id:
+                self.sessions.drop(call.client_id)
+            return pb.NotifyClientTerminationResponse(status=_ok())
+
+        return await self._unary(pb.NotifyClientTerminationResponse, context, work)
+
+    async def Telemetry(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:  # noqa: N802
+        try:
+            call = self._call(context)
+        except GrpcStatusError as error:
+            yield pb.TelemetryCommand(status=_status(error.code, str(error)))
+            return
+        if not call.client_id:
+            yield pb.TelemetryCommand(
+                status=_status(Code.CLIENT_ID_REQUIRED, "x-mq-client-id metadata is required")
+            )
+            return
+        session = self.sessions.touch(call.client_id)
+        outbox: asyncio.Queue[Any] = asyncio.Queue(maxsize=1024)
+        session.outbox = outbox
+        closed = object()
+
+        async def read() -> None:
+            try:
+                async for command in request_iterator:
+                    self.sessions.touch(call.client_id)
+                    if command.HasField("settings"):
+                        reply = self.sessions.apply_settings(session, command.settings)
+                        outbox.put_nowait(settings_reply(reply))
+                    # thread stack traces and verify results: nothing asked for them
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # a broken stream ends only this client's telemetry
+                log.info("telemetry of %s ended: %s", call.client_id, error)
+            finally:
+                outbox.put_nowait(closed)
+
+        reader = asyncio.create_task(read(), name=f"telemetry-{call.client_id}")
+        try:
+            while True:
+                command = await outbox.get()
+                if command is closed:
+                    break
+                yield command
+        finally:
+            reader.cancel()
+            if session.outbox is outbox:
+                session.outbox = None
+
+    def _transaction_targets(self, producer_group: str) -> list[Any]:
+        """Transaction checks for gRPC producers of a topic (their producer group)."""
+
+        def target_for(session: Any) -> Callable[[MessageRecord, HalfMessage], None]:
+            def check(real: MessageRecord, half: HalfMessage) -> None:
+                command = pb.TelemetryCommand(
+                    recover_orphaned_transaction_command=pb.RecoverOrphanedTransactionCommand(
+                        message=to_message(real), transaction_id=half.transaction_id
+                    )
+                )
+                self.sessions.send_command(session, command)
+
+            return check
+
+        return [target_for(s) for s in self.sessions.producers_of(producer_group)]
+
+    # -- send -------------------------------------------------------------------------------------
+
+    async def SendMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
+        return await self._unary(
+            pb.SendMessageResponse, context, lambda call: self._send(request, call)
+        )
+
+    def _send(self, request: Any, call: _Call) -> Any:
+        if len(request.messages) == 0:
+            raise GrpcStatusError(Code.MESSAGE_CORRUPTED, "no message to send")
+        topic_name = request.messages[0].topic.name
+        config = self._topic(topic_name, for_write=True)
+        if not config.perm & PERM_WRITE or not self.broker.config.broker_permission & PERM_WRITE:
+            raise GrpcStatusError(Code.FORBIDDEN, f"sending to topic {topic_name} is forbidden")
+        sendable = _SENDABLE.get(topic_message_type(config), set())
+        now = self.broker.now_ms()
+        messages = []
+        for message in request.messages:
+            if message.topic.name != topic_name:
+                raise GrpcStatusError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
+            kind = message.system_properties.message_type
+            if kind in (MessageType.LITE, MessageType.PRIORITY):
+                raise GrpcStatusError(
+                    Code.UNSUPPORTED,
+                    f"{MessageType.Name(kind)} messages are not supported by pocketmq",
+                )
+            if kind not in sendable:
+                raise GrpcStatusError(
+                    Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                    f"topic {topic_name} is {topic_message_type(config)}; it does not accept "
+                    f"{MessageType.Name(kind)} messages",
+                )
+            messages.append(
+                to_put_message(
+                    message,
+                    born_host=call.peer,
+                    producer_group=topic_name,
+                    body_size_max=self.broker.store.config.limits.body_size_max,
+                    now_ms=now,
+                )
+            )
+        group = messages[0].properties.get("__SHARDINGKEY") if len(messages) == 1 else None
+        entries = []
+        for put in messages:
+            if group:
+                queue_id = consistent_hash(java_string_hash(group), config.write_queue_nums)
+            else:
+                queue_id = self._next_queue(topic_name, config.write_queue_nums)
+            put.queue_id = queue_id
+            properties = put.properties
+            assert properties is not None
+            try:
+                result = self.broker.put_message(put, properties)
+            except (DelayError, TimerError, LimitExceededError) as error:
+                raise GrpcStatusError(Code.BAD_REQUEST, str(error)) from None
+            except StoreFullError as error:
+                raise GrpcStatusError(
+                    Code.INTERNAL_SERVER_ERROR, f"service not available now: disk full ({error})"
+                ) from None
+            except StoreError as error:
+                raise GrpcStatusError(
+                    Code.INTERNAL_SERVER_ERROR, f"store refused the message: {error}"
+                ) from None
+            message_id = properties["UNIQ_KEY"]
+            deliver = properties.get("TIMER_DELIVER_MS")
+            entries.append(
+                pb.SendResultEntry(
+                    status=_ok(),
+                    message_id=message_id,
+                    transaction_id=message_id if properties.get("TRAN_MSG") == "true" else "",
+                    offset=result.queue_offset,
+                    recall_handle=(
+                        _recall_handle(
+                            topic_name, self.broker.config.broker_name, int(deliver), message_id
+                        )
+                        if deliver and deliver.isdigit() and int(deliver) > now
+                        else ""
+                    ),
+                )
+            )
+        if self.broker.flush.sync:
+            return self._durable(entries, result.end_offset)
+        return pb.SendMessageResponse(status=_ok(), entries=entries)
+
+    async def _durable(self, entries: list[Any], end_offset: int) -> Any:
+        if await self.broker.flush.wait_durable(end_offset):
+            return pb.SendMessageResponse(status=_ok(), entries=entries)
+        status = _status(Code.MASTER_PERSISTENCE_TIMEOUT, "flush to disk timed out")
+        for entry in entries:
+            entry.status.CopyFrom(status)
+        return pb.SendMessageResponse(status=status, entries=entries)
+
+    def _next_queue(self, topic: str, queues: int) -> int:
+        # Round robin per topic, as the proxy's write selector does.
+        counter = self._round_robin.get(topic, 0)
+        self._round_robin[topic] = counter + 1
+        return counter % max(queues, 1)
+
+    async def RecallMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
+        def work(call: _Call) -> Any:
+            topic, broker_name, _deliver, message_id = _parse_recall_handle(request.recall_handle)
+            if topic != request.topic.name:
+                raise GrpcStatusError(Code.BAD_REQUEST, "the recall handle is for another topic")
+            if broker_name != self.broker.config.broker_name:
+                raise GrpcStatusError(
+                    Code.BAD_REQUEST, f"the recall handle is for broker {broker_name}"
+                )
+            if not self.broker.timer.recall(topic, message_id):
+                raise GrpcStatusError(
+                    Code.NOT_FOUND,
+                    f"message {message_id} is not waiting for its delivery time "
+                    "(delivered already, recalled, or unknown)",
+                )
+            return pb.RecallMessageResponse(status=_ok(), message_id=message_id)
+
+        return await self._unary(pb.RecallMessageResponse, context, work)
+
+    # -- transactions ------------------------------------------------------------------------------
+
+    async def EndTransaction(self, request: Any, context: Any) -> Any:  # noqa: N802
+        def work(call: _Call) -> Any:
+            self._topic(request.topic.name)
+            if not request.transaction_id.strip():
+                raise GrpcStatusError(Code.INVALID_TRANSACTION_ID, "transaction id cannot be empty")
+            half = self.broker.transactions.pending.get(request.transaction_id)
+            if half is None:
+                raise GrpcStatusError(
+                    Code.INVALID_TRANSACTION_ID,
+                    f"no transaction {request.transaction_id} is pending "
+                    "(ended already, or never begun here)",
+                )
+            resolution = definition_pb2.TransactionResolution
+            outcome = {resolution.COMMIT: COMMIT, resolution.ROLLBACK: ROLLBACK}.get(
+                request.resolution, 0
+            )
+            try:
+                self.broker.transactions.end(
+                    half.physical_offset,
+                    half.producer_group,
+                    outcome,
+                    from_check=request.source
+                    == definition_pb2.TransactionSource.SOURCE_SERVER_CHECK,
+                )
+            except TransactionError as error:
+                raise GrpcStatusError(Code.BAD_REQUEST, str(error)) from None
+            return pb.EndTransactionResponse(status=_ok())
+
+        return await self._unary(pb.EndTransactionResponse, context, work)
+
+    # -- receive --------------------------------------------------------------------------------------
+
+    async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:  # noqa: N802
+        try:
+            call = self._call(context)
+            plan = self._receive_plan(request, context)
+        except GrpcStatusError as error:
+            yield pb.ReceiveMessageResponse(status=_status(error.code, str(error)))
+            return
+        group, topic, batch, invisible_ms, polling_ms, tags, fifo = plan
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + polling_ms / 1000
+        keys = self.broker.pop.queues_for(group, topic, -1)
+        while True:
+            try:
+                popped = self.broker.pop.pop(group, topic, -1, batch, invisible_ms, fifo, tags)
+            except PopError as error:
+                yield pb.ReceiveMessageResponse(
+                    status=_status(_POP_CODES.get(error.code, Code.BAD_REQUEST), str(error))
+                )
+                return
+            if popped:
+                break
+            remaining = deadline - loop.time()
+            if remaining <= 0 or not self.broker.holds.can_hold():
+                yield pb.ReceiveMessageResponse(
+                    status=_status(Code.MESSAGE_NOT_FOUND, "no new message")
+                )
+                return
+            await self.broker.holds.wait_any(keys, remaining)
+        yield pb.ReceiveMessageResponse(status=_ok())
+        for item in popped:
+            record = decode_record(item.raw, check_crc=False)
+            original_topic = (
+                record.properties.get("RETRY_TOPIC", topic)
+                if record.topic.startswith("%RETRY%")
+                else record.topic
+            )
+            handle = str(item.handle)
+            if request.auto_renew and call.client_id:
+                self.sessions.hold(
+                    Renewal(
+                        call.client_id,
+                        group,
+                        topic,
+                        record.unique_key or "",
+                        handle,
+                        item.handle.pop_time,
+                        record.reconsume_times + 1,
+                    ),
+                    item.handle.pop_time + item.handle.invisible_ms,
+                )
+            yield pb.ReceiveMessageResponse(
+                message=to_message(
+                    record,
+                    topic=original_topic,
+                    receipt_handle=handle,
+                    invisible_ms=invisible_ms,
+                )
+            )
+        delivered = pb.ReceiveMessageResponse()
+        delivered.delivery_timestamp.FromMilliseconds(self.broker.now_ms())
+        yield delivered
+
+    def _receive_plan(
+        self, request: Any, context: Any
+    ) -> tuple[str, str, int, int, int, set[int] | None, bool]:
+        topic = request.message_queue.topic.name
+        self._topic(topic)
+        group_config = self._group(request.group.name)
+        expression = request.filter_expression
+        if expression.type == definition_pb2.FilterType.SQL:
+            raise GrpcStatusError(
+                Code.UNSUPPORTED, "SQL92 filter expressions are not supported by pocketmq"
+            )
+        tags = parse_tag_expression(expression.expression)
+        if request.auto_renew:
+            invisible_ms = DEFAULT_INVISIBLE_MS
+        else:
+            invisible_ms = request.invisible_duration.ToMilliseconds()
+            if not INVISIBLE_MS_MIN_RECEIVE <= invisible_ms <= INVISIBLE_MS_MAX:
+                raise GrpcStatusError(
+                    Code.ILLEGAL_INVISIBLE_TIME,
+                    f"the invisible time {invisible_ms} ms is outside "
+                    f"[{INVISIBLE_MS_MIN_RECEIVE}, {INVISIBLE_MS_MAX}] ms",
+                )
+        polling_ms = (
+            request.long_polling_timeout.ToMilliseconds()
+            if request.HasField("long_polling_timeout")
+            else POLLING_MS_MAX
+        )
+        polling_ms = min(max(polling_ms, POLLING_MS_MIN), POLLING_MS_MAX)
+        remaining = context.time_remaining()
+        if remaining is not None:
+            # Answer before the client's deadline, with a little room for the way back.
+            room_ms = int(remaining * 1000) - 500
+            if room_ms < POLLING_MS_MIN:
+                if room_ms <= 0:
+                    raise GrpcStatusError(
+                        Code.ILLEGAL_POLLING_TIME,
+                        "The deadline time remaining is not enough for polling",
+                    )
+            polling_ms = min(polling_ms, max(room_ms, 0))
+        batch = min(max(request.batch_size, 1), RECEIVE_BATCH_MAX)
+        fifo = bool(getattr(group_config, "consume_message_orderly", False))
+        return request.group.name, topic, batch, invisible_ms, polling_ms, tags, fifo
+
+    # -- ack, invisible time, DLQ -----------------------------------------------------------------
+
+    async def AckMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
+        def work(call: _Call) -> Any:
+            group = request.group.name
+            self._group(group)
+            topic = request.topic.name
+            results = []
+            for entry in request.entries:
+                handle = self.sessions.current_handle(
+                    call.client_id, group, entry.message_id, entry.receipt_handle
+                )
+                try:
+                    self.broker.pop.ack(group, topic, handle)
+                    status = _ok()
+                    self.sessions.forget(call.client_id, group, entry.message_id)
+                except PopError as error:
+                    status = _status(_POP_CODES.get(error.code, Code.BAD_REQUEST), str(error))
+                results.append(
+                    pb.AckMessageResultEntry(
+                        message_id=entry.message_id,
+                        receipt_handle=entry.receipt_handle,
+                        status=status,
+                    )
+                )
+            codes = {r.status.code for r in results}
+            if not results:
+                top = _status(Code.BAD_REQUEST, "no entry to acknowledge")
+            elif len(codes) == 1:
+                top = results[0].status
+            else:
+                top = _status(Code.MULTIPLE_RESULTS, "entries have different results")
+            return pb.AckMessageResponse(status=top, entries=results)
+
+        return await self._unary(pb.AckMessageResponse, context, work)
+
+    async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:  # noqa: N802
+        def work(call: _Call) -> Any:
+            group = request.group.name
+            self._group(group)
+            invisible_ms = request.invisible_duration.ToMilliseconds()
+            if not 0 <= invisible_ms <= INVISIBLE_MS_MAX:
+                raise GrpcStatusError(
+                    Code.ILLEGAL_INVISIBLE_TIME,
+                    f"the invisible time {invisible_ms} ms is outside [0, {INVISIBLE_MS_MAX}] ms",
+                )
+            handle = self.sessions.current_handle(
+                call.client_id, group, request.message_id, request.receipt_handle
+            )
+            try:
+                new = self.broker.pop.change_invisible(
+                    group, request.topic.name, handle, max(invisible_ms, 1)
+                )
+            except PopError as error:
+                raise GrpcStatusError(
+                    _POP_CODES.get(error.code, Code.BAD_REQUEST), str(error)
+                ) from None
+            # The consumer took the message back (a nack): the broker stops renewing it.
+            self.sessions.forget(call.client_id, group, request.message_id)
+            return pb.ChangeInvisibleDurationResponse(status=_ok(), receipt_handle=str(new))
+
+        return await self._unary(pb.ChangeInvisibleDurationResponse, context, work)
+
+    async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:  # noqa: N802
+        def work(call: _Call) -> Any:
+            group = request.group.name
+            self._group(group)
+            handle = self.sessions.current_handle(
+                call.client_id, group, request.message_id, request.receipt_handle
+            )
+            try:
+                self.broker.pop.forward_to_dead_letter(
+                    group,
+                    request.topic.name,
+                    handle,
+                    reason=(
+                        f"the consumer gave up after {request.delivery_attempt} of "
+                        f"{request.max_delivery_attempts} attempts"
+                    ),
+                )
+            except PopError as error:
+                raise GrpcStatusError(
+                    _POP_CODES.get(error.code, Code.BAD_REQUEST), str(error)
+                ) from None
+            self.sessions.forget(call.client_id, group, request.message_id)
+            return pb.ForwardMessageToDeadLetterQueueResponse(status=_ok())
+
+        return await self._unary(pb.ForwardMessageToDeadLetterQueueResponse, context, work)
+
+    # -- not served --------------------------------------------------------------------------------
+
+    async def SyncLiteSubscription(self, request: Any, context: Any) -> Any:  # noqa: N802
+        return await self._unary(
+            pb.SyncLiteSubscriptionResponse,
+            context,
+            lambda call: pb.SyncLiteSubscriptionResponse(
+                status=_status(Code.UNSUPPORTED, "lite topics are not supported by pocketmq")
+            ),
+        )
+
+    async def PullMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:  # noqa: N802
+        yield pb.PullMessageResponse(
+            status=_status(
+                Code.NOT_IMPLEMENTED, "PullMessage over gRPC is not implemented; use ReceiveMessage"
+            )
+        )
+
+    async def UpdateOffset(self, request: Any, context: Any) -> Any:  # noqa: N802
+        return pb.UpdateOffsetResponse(
+            status=_status(Code.NOT_IMPLEMENTED, "UpdateOffset over gRPC is not implemented")
+        )
+
+    async def GetOffset(self, request: Any, context: Any) -> Any:  # noqa: N802
+        return pb.GetOffsetResponse(
+            status=_status(Code.NOT_IMPLEMENTED, "GetOffset over gRPC is not implemented")
+        )
+
+    async def QueryOffset(self, request: Any, context: Any) -> Any:  # noqa: N802
+        return pb.QueryOffsetResponse(
+            status=_status(Code.NOT_IMPLEMENTED, "QueryOffset over gRPC is not implemented")
+        )
