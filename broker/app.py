@@ -222,10 +222,13 @@ class Broker:
         if self.grpc is not None:
             await self.grpc.close()
         for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
+            # Cancel until it is done: a cancel can be lost on Python 3.11 (asyncio.wait_for
+            # in a library call returning a result that arrived at the same moment).
+            while not task.done():
+                task.cancel()
+                await asyncio.wait({task}, timeout=1.0)
             with contextlib.suppress(asyncio.CancelledError):
-                await task
+                task.result()
         if self.config.namesrv_addrs:
             await self._unregister()
         await self.server.close()
@@ -427,10 +430,11 @@ class Broker:
                     except (OSError, TimeoutError, ConnectionError) as error:
                         log.warning("registration with name server %s failed: %s", address, error)
                 registered.set()
+                # asyncio.timeout, not wait_for: 3.11's wait_for can swallow the cancel of
+                # close() when the event is set at the same moment, and close() then hangs.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(
-                        self._register_now.wait(), self.config.register_interval_s
-                    )
+                    async with asyncio.timeout(self.config.register_interval_s):
+                        await self._register_now.wait()
         finally:
             for connection in connections.values():
                 await connection.close()

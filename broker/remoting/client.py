@@ -30,7 +30,10 @@ class OutboundConnection:
         """One request at a time on this connection; reconnects if the last one broke."""
         async with self._lock:
             try:
-                return await asyncio.wait_for(self._exchange(command), self.timeout_s)
+                # asyncio.timeout, not wait_for: on 3.11 wait_for drops a cancel that arrives
+                # as the exchange completes, and the caller's task then never stops.
+                async with asyncio.timeout(self.timeout_s):
+                    return await self._exchange(command)
             except BaseException:
                 await self.close()
                 raise

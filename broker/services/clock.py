@@ -145,7 +145,8 @@ class Scheduler:
             self._wake.clear()
             timeout = None if not self._heap else max(0.0, (self._heap[0][0] - now) / 1000)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout)
+                async with asyncio.timeout(timeout):  # not wait_for: see Broker._register_loop
+                    await self._wake.wait()
 
     async def advance(self, duration_ms: int) -> int:
         """Manual clock: move time forward, firing what falls due in order. Returns the count."""

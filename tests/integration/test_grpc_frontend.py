@@ -330,3 +330,44 @@ async def test_signatures_are_checked_when_access_keys_are_set() -> None:
         assert front.broker.store.max_offset("Normal", 0) == 0
         for md in (metadata("ak", "sk"), metadata("ak", "sk", upper=True)):  # Node: upper case
             assert (await front.stub.QueryRoute(request, metadata=md)).status.code == Code.OK
+
+
+async def test_auto_renew_keeps_a_push_consumer_message_invisible(front: Front) -> None:
+    """Push consumers receive with auto_renew and no invisible time: the broker renews the
+    message (60 s at a time) until it is acknowledged, and takes the handle first given."""
+    sent = await front.send(message("Normal", b"slow"))
+    message_id = sent.entries[0].message_id
+    responses = await front.receive("Normal", "g-push", auto_renew=True)
+    received = responses[1].message
+    handle = received.system_properties.receipt_handle
+    assert received.system_properties.invisible_duration.ToMilliseconds() == 60_000
+    for _ in range(5):  # five minutes in steps: renewed each time before its deadline
+        await front.broker.advance("60s")
+    assert (await front.receive("Normal", "g-push", timeout=1.5))[0].status.code == (
+        Code.MESSAGE_NOT_FOUND
+    )
+    ack = pb.AckMessageRequest(
+        group=resource("g-push"),
+        topic=resource("Normal"),
+        entries=[pb.AckMessageEntry(message_id=message_id, receipt_handle=handle)],
+    )
+    assert (await front.stub.AckMessage(ack, metadata=metadata())).status.code == Code.OK
+    await front.broker.advance("5m")
+    assert (await front.receive("Normal", "g-push", timeout=1.5))[0].status.code == (
+        Code.MESSAGE_NOT_FOUND
+    )
+
+
+async def test_a_departing_push_consumer_gives_its_messages_back_after_the_backoff(
+    front: Front,
+) -> None:
+    sent = await front.send(message("Normal", b"held"))
+    await front.receive("Normal", "g-leave", auto_renew=True)
+    done = await front.stub.NotifyClientTermination(
+        pb.NotifyClientTerminationRequest(group=resource("g-leave")), metadata=metadata()
+    )
+    assert done.status.code == Code.OK
+    await front.broker.advance("1s")  # the first retry delay of the 5.x back-off
+    again = await front.receive("Normal", "g-leave")
+    assert again[1].message.system_properties.message_id == sent.entries[0].message_id
+    assert again[1].message.system_properties.delivery_attempt == 2

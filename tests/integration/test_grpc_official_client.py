@@ -352,3 +352,55 @@ def test_grpc_and_remoting_see_the_same_messages(broker: Process, home: Path) ->
     assert got["remoting-0"]["message_id"] == remoting_id
     assert got["remoting-0"]["tag"] == "TagA"
     assert got["remoting-0"]["keys"] == ["remoting-key"]
+
+
+def test_signed_calls_of_the_official_client(tmp_path: Path, home: Path) -> None:
+    """With access keys set, the client's MQv2-HMAC-SHA1 signature is accepted, and a client
+    with the wrong secret gets nothing through."""
+    with Cluster(tmp_path) as cluster:
+        broker = start_grpc_broker(cluster, "--access-key", "ak", "--secret-key", "sk")
+        create_topic(broker, "signed-topic", "NORMAL")
+        credentials = ("--access-key", "ak", "--secret-key", "sk")
+        sent = run_app(
+            broker, home, "normal", "--topic", "signed-topic", "--count", "2", *credentials
+        )
+        assert len(sent["sent"]) == 2
+        refused = subprocess.run(
+            [
+                sys.executable,
+                str(APP),
+                broker.extra["grpc"],
+                "normal",
+                "--topic",
+                "signed-topic",
+                "--count",
+                "1",
+                "--access-key",
+                "ak",
+                "--secret-key",
+                "wrong",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT_S,
+            env={**os.environ, "HOME": str(home)},
+            check=False,
+        )
+        assert refused.returncode != 0
+        received = run_app(
+            broker,
+            home,
+            "simple",
+            "--topic",
+            "signed-topic",
+            "--group",
+            "g",
+            "--count",
+            "3",
+            "--timeout",
+            "8",
+            *credentials,
+        )["received"]
+        assert sorted(m["message_id"] for m in received) == sorted(
+            s["message_id"] for s in sent["sent"]
+        )
