@@ -261,3 +261,23 @@ class RawClient:
         count = sum(1 for f in self.pending if not f.is_response and f.code == code)
         self.pending = [f for f in self.pending if f.is_response or f.code != code]
         return count
+
+
+async def call(address: str, command: RemotingCommand) -> RemotingCommand:
+    """One request on a fresh asyncio connection (for tests inside the broker's event loop)."""
+    import asyncio
+
+    host, _, port = address.rpartition(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    try:
+        command.opaque = 1
+        writer.write(encode_frame(command))
+        decoder = FrameDecoder()
+        while True:
+            data = await reader.read(65536)
+            assert data, "the broker closed the connection"
+            for frame in decoder.feed(data):
+                return frame
+    finally:
+        writer.close()
+        await writer.wait_closed()

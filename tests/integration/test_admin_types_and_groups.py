@@ -11,27 +11,11 @@ import sys
 import pytest
 
 from broker.app import Broker
-from broker.protocol import FrameDecoder, RemotingCommand, RequestCode, ResponseCode, encode_frame
+from broker.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker.protocol.headers import CreateTopicRequestHeader
 from broker.services.topics import topic_message_type
 from client import Admin, ClientUsageError
-
-
-async def call(address: str, command: RemotingCommand) -> RemotingCommand:
-    host, _, port = address.rpartition(":")
-    reader, writer = await asyncio.open_connection(host, int(port))
-    try:
-        command.opaque = 1
-        writer.write(encode_frame(command))
-        decoder = FrameDecoder()
-        while True:
-            data = await reader.read(65536)
-            assert data, "the broker closed the connection"
-            for frame in decoder.feed(data):
-                return frame
-    finally:
-        writer.close()
-        await writer.wait_closed()
+from tests.integration.raw import call
 
 
 def create_topic_request(topic: str, attributes: str | None) -> RemotingCommand:

@@ -5,24 +5,10 @@ from __future__ import annotations
 import asyncio
 
 from broker.app import Broker
-from broker.protocol import FrameDecoder, RemotingCommand, RequestCode, ResponseCode, encode_frame
+from broker.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker.protocol.headers import GetRouteInfoRequestHeader, SendMessageRequestHeaderV2
 from broker.services.clock import ManualClock
-
-
-async def call(address: str, command: RemotingCommand) -> RemotingCommand:
-    host, _, port = address.rpartition(":")
-    reader, writer = await asyncio.open_connection(host, int(port))
-    try:
-        command.opaque = 1
-        writer.write(encode_frame(command))
-        decoder = FrameDecoder()
-        while True:
-            for frame in decoder.feed(await reader.read(65536)):
-                return frame
-    finally:
-        writer.close()
-        await writer.wait_closed()
+from tests.integration.raw import call
 
 
 async def test_embedded_broker_with_name_server_and_manual_clock() -> None:
