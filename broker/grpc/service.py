@@ -30,6 +30,7 @@ from broker.grpc.convert import (
 from broker.grpc.sessions import DEFAULT_INVISIBLE_MS, Renewal, SessionRegistry, settings_reply
 from broker.grpc.stubs import definition_pb2, service_pb2, service_pb2_grpc
 from broker.handlers.pull import parse_tag_expression
+from broker.services.groups import validate_group_name
 from broker.services.pop import INVISIBLE_MS_MAX, PopError
 from broker.services.schedule import DelayError
 from broker.services.timer import TimerError
@@ -188,8 +189,9 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         return config
 
     def _group(self, name: str) -> Any:
-        if not name:
-            raise GrpcStatusError(Code.ILLEGAL_CONSUMER_GROUP, "consumer group cannot be empty")
+        problem = validate_group_name(name)
+        if problem:
+            raise GrpcStatusError(Code.ILLEGAL_CONSUMER_GROUP, problem)
         group = self.broker.groups.find_or_create(name)
         if group is None:
             raise GrpcStatusError(

@@ -371,3 +371,12 @@ async def test_a_departing_push_consumer_gives_its_messages_back_after_the_backo
     again = await front.receive("Normal", "g-leave")
     assert again[1].message.system_properties.message_id == sent.entries[0].message_id
     assert again[1].message.system_properties.delivery_attempt == 2
+
+
+async def test_bad_group_and_topic_names_are_illegal(front: Front) -> None:
+    responses = await front.receive("Normal", "bad group!")
+    assert responses[0].status.code == Code.ILLEGAL_CONSUMER_GROUP
+    route = await front.stub.QueryRoute(
+        pb.QueryRouteRequest(topic=resource("bad topic!")), metadata=metadata()
+    )
+    assert route.status.code == Code.ILLEGAL_TOPIC
