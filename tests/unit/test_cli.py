@@ -228,3 +228,29 @@ def test_a_second_broker_on_the_same_store_says_why_in_one_line(tmp_path: Path) 
         first.wait(10)
         assert first.stdout is not None
         first.stdout.close()
+
+
+def test_a_grpc_port_in_use_is_said_in_one_line() -> None:
+    import pytest
+
+    pytest.importorskip("grpc", reason="pip install 'pocketmq[grpc]'")
+    from tests.integration.cluster import free_port
+
+    port = str(free_port())
+    common = ("standalone", "--memory", "--port", "0", "--namesrv-port", "0", "--grpc-port", port)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "broker.cli", *common],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert first.stdout is not None
+        assert f"grpc 127.0.0.1:{port}" in first.stdout.readline().decode()
+        second = run(*common)
+        assert second.returncode == 1
+        assert f"cannot start: gRPC port 127.0.0.1:{port} is not available" in second.stderr
+        assert "Traceback" not in second.stderr
+    finally:
+        first.terminate()
+        first.wait(10)
+        first.stdout.close()
