@@ -9,6 +9,8 @@ import sys
 import zlib
 from pathlib import Path
 
+import pytest
+
 from store.config import StoreConfig
 from store.message_store import MessageStore, PutMessage
 from store.state import MessageState
@@ -231,8 +233,6 @@ def test_a_second_broker_on_the_same_store_says_why_in_one_line(tmp_path: Path) 
 
 
 def test_a_grpc_port_in_use_is_said_in_one_line() -> None:
-    import pytest
-
     pytest.importorskip("grpc", reason="pip install 'pocketmq[grpc]'")
     from tests.integration.cluster import free_port
 
