@@ -113,6 +113,9 @@ class _Ack(_Record, tag="ack"):
     offset: int
     pop_time: int
     invisible_ms: int = 0
+    # FIFO: not an acknowledgement but the end of a lending whose time ran out; the message is
+    # handed out again in place, this many times handed out so far.
+    redeliver: int = 0
 
 
 _RECORD = msgspec.json.Decoder(_Checkpoint | _Ack)
@@ -211,7 +214,9 @@ class PopService:
                 record.invisible_ms,
             ):
                 del self.in_flight[item.key]
-                if item.order:
+                if record.redeliver:
+                    self.attempts[item.key] = record.redeliver
+                elif item.order:
                     self._fifo_acked(base, record.offset)
 
     # -- pop ------------------------------------------------------------------------------
@@ -351,7 +356,7 @@ class PopService:
             )
         return item
 
-    def _append_ack(self, item: InFlight) -> None:
+    def _append_ack(self, item: InFlight, *, redeliver: int = 0) -> None:
         """The revive-log record that ends this lending of ``item``."""
         ack = _Ack(
             item.group,
@@ -360,6 +365,7 @@ class PopService:
             item.queue_offset,
             item.pop_time,
             item.invisible_ms,
+            redeliver,
         )
         self._append(ack, "ack")
 
@@ -500,7 +506,7 @@ class PopService:
         elif item.order:
             # FIFO: the same message again, in place, once its invisible time is over.
             self.attempts[item.key] = attempts
-            self._append_ack(item)
+            self._append_ack(item, redeliver=attempts)
             self.in_flight.pop(item.key, None)
             self.broker.message_arrived(item.topic, item.queue_id)
             return

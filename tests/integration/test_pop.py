@@ -126,3 +126,28 @@ def test_a_restart_loses_nothing_in_flight_and_redelivers_nothing_acknowledged(
         client.clock("advance", duration="20s")
         _, popped = client.pop("Durable", GROUP)
         assert sorted(m.body for m, _ in popped) == [b"d-2", b"d-3"]
+
+
+def test_a_fifo_message_whose_time_ran_out_survives_a_restart(broker: Process) -> None:
+    """The end of an expired FIFO lending is not an acknowledgement: after a crash the same
+    message is handed out again, with its attempt count."""
+    with RawClient(broker.address) as client:
+        for i in range(2):
+            send(client, "FifoRestart", f"step-{i}".encode())
+        _, [(first, _)] = client.pop(
+            "FifoRestart", GROUP, queue_id=0, max_count=1, order=True, invisible_ms=10_000
+        )
+        assert first.body == b"step-0"
+        client.clock("advance", duration="10s")  # expired: to be handed out again in place
+        now = int(client.clock()["now"])
+    broker.kill()
+    broker.start()
+    with RawClient(broker.address) as client:
+        client.clock("set", time=str(now + 1000))
+        _, [(again, handle)] = client.pop(
+            "FifoRestart", GROUP, queue_id=0, max_count=1, order=True, invisible_ms=10_000
+        )
+        assert again.body == b"step-0" and again.reconsume_times == 1
+        assert client.ack("FifoRestart", GROUP, handle).code == ResponseCode.SUCCESS
+        _, [(second, _)] = client.pop("FifoRestart", GROUP, queue_id=0, max_count=1, order=True)
+        assert second.body == b"step-1"
