@@ -380,3 +380,12 @@ async def test_bad_group_and_topic_names_are_illegal(front: Front) -> None:
         pb.QueryRouteRequest(topic=resource("bad topic!")), metadata=metadata()
     )
     assert route.status.code == Code.ILLEGAL_TOPIC
+
+
+async def test_sync_flush_answers_after_the_fsync(tmp_path) -> None:  # noqa: ANN001
+    config = BrokerConfig(port=0, grpc_port=0, flush="sync", data_dir=tmp_path)
+    async for front in _front(config):
+        front.broker.topics.create("Durable")
+        response = await front.send(message("Durable", b"kept"))
+        assert response.status.code == Code.OK
+        assert front.broker.store.commitlog.flushed_offset >= front.broker.store.max_physical_offset
