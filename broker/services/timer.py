@@ -5,7 +5,8 @@ as RocketMQ's HookUtils) is due at that time. A time not in the future delivers 
 normal message; one more than ``timer_max_delay_ms`` ahead (3 days, RocketMQ's
 ``timerMaxDelaySec``) is refused. Otherwise the message waits in ``rmq_sys_wheel_timer``
 (queue 0) with ``TIMER_OUT_MS``, ``REAL_TOPIC`` and ``REAL_QID``, unavailable (state 10), and is
-written again to its real topic when due, with ``TIMER_ENQUEUE_MS`` and ``TIMER_DEQUEUE_MS``.
+written again to its real topic when due, with ``TIMER_ENQUEUE_MS`` and ``TIMER_DEQUEUE_MS`` (its
+timer properties kept; ``TIMER_OUT_MS`` says it is not to be timed again).
 
 Unlike RocketMQ (1 s precision, times rounded down to the second) a timer fires at its
 millisecond: the scheduler sleeps until exactly the earliest due time.
@@ -58,7 +59,11 @@ class TimerService:
         self.delivered = 0
 
     def deliver_ms_of(self, properties: dict[str, str], now_ms: int) -> int | None:
-        """The delivery time a message asks for, None when it has no timer property."""
+        """The delivery time a message asks for, None when it has no timer property. A message
+        with ``TIMER_OUT_MS`` is one the timer delivered already: it keeps its timer
+        properties, and is not timed again (RocketMQ's HookUtils.checkIfTimerMessage)."""
+        if "TIMER_OUT_MS" in properties:
+            return None
         for name, scale, relative in (
             ("TIMER_DELAY_SEC", 1000, True),
             ("TIMER_DELAY_MS", 1, True),
@@ -138,8 +143,8 @@ class TimerService:
         properties = dict(record.properties)
         real_topic = properties.pop("REAL_TOPIC", None)
         real_queue = int(properties.pop("REAL_QID", "0") or 0)
-        for name in TIMER_PROPERTIES:
-            properties.pop(name, None)
+        # The timer properties stay, as RocketMQ's TimerMessageStore.convertMessage keeps them:
+        # 5.x consumers read the delivery time and the DELAY type from them.
         properties["TIMER_DEQUEUE_MS"] = str(self.broker.now_ms())
         properties["WAIT"] = "false"
         if real_topic:

@@ -288,8 +288,11 @@ async def test_delayed_message_waits_and_can_be_recalled(front: Front) -> None:
     )
     await front.broker.advance("61s")
     responses = await front.receive("Mixed", "g4")
-    bodies = [r.message.body for r in responses if r.WhichOneof("content") == "message"]
-    assert bodies == [b"keep"]
+    delivered = [r.message for r in responses if r.WhichOneof("content") == "message"]
+    assert [m.body for m in delivered] == [b"keep"]
+    # As RocketMQ: the delivered copy still reads as a DELAY message with its delivery time.
+    assert delivered[0].system_properties.message_type == MessageType.DELAY
+    assert delivered[0].system_properties.delivery_timestamp.seconds == now_s + 60
     twice = await front.stub.RecallMessage(
         pb.RecallMessageRequest(topic=resource("Mixed"), recall_handle=handle), metadata=metadata()
     )
