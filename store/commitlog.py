@@ -30,7 +30,6 @@ from store.record import (
     check_record,
     decode_record,
     encode_blank,
-    encode_crc_property,
 )
 
 __all__ = ["AppendResult", "CommitLog"]
@@ -38,7 +37,11 @@ __all__ = ["AppendResult", "CommitLog"]
 _PREFIX = {
     (b, s): struct.Struct(">iIIiiqqiq" + f"{b}siq{s}siiqi") for b in (4, 16) for s in (4, 16)
 }
-_FIXED_V4 = _PREFIX[(4, 4)].size  # 88 bytes before the body with IPv4 hosts
+_PREFIX_V4 = _PREFIX[(4, 4)]
+_TOPIC_FIELDS_MAX = 4096
+_FIXED_V4 = _PREFIX_V4.size  # 88 bytes before the body with IPv4 hosts
+# The __CRC32# property written backwards: reversed, it is "__CRC32#\x01" + digits + "\x02".
+_CRC_PROPERTY_BACKWARDS = b"\x02%010d\x01#23CRC__"
 _NOT_V6 = ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
 
 
@@ -65,6 +68,8 @@ class CommitLog:
         self._write_position = 0  # within the last segment
         self._flushed_offset = 0
         self._lock = threading.Lock()
+        # topic -> its TOPIC field (length, then the name): one lookup instead of two encodes
+        self._topic_fields: dict[bytes, bytes] = {}
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -211,20 +216,27 @@ class CommitLog:
         ``__CRC32#`` whole-record CRC. Positional on purpose: it runs for every message."""
         if append_crc and properties and properties[-1] != 2:
             properties += b"\x02"  # the CRC property needs a separator before it
-        crc_room = CRC_PROPERTY_LENGTH if append_crc else 0
         born_address = born_host.address
         store_address = store_host.address
         sysflag &= _NOT_V6
-        if len(born_address) == 16:
-            sysflag |= SysFlag.BORNHOST_V6
-        if len(store_address) == 16:
-            sysflag |= SysFlag.STOREHOST_V6
-        topic_len = len(topic)
-        version_two = topic_len > 127
-        prefix = _PREFIX[(len(born_address), len(store_address))]
+        if len(born_address) == 4 and len(store_address) == 4:
+            prefix = _PREFIX_V4
+        else:
+            if len(born_address) == 16:
+                sysflag |= SysFlag.BORNHOST_V6
+            if len(store_address) == 16:
+                sysflag |= SysFlag.STOREHOST_V6
+            prefix = _PREFIX[(len(born_address), len(store_address))]
+        topic_field = self._topic_fields.get(topic)
+        if topic_field is None:
+            if len(self._topic_fields) >= _TOPIC_FIELDS_MAX:
+                self._topic_fields.clear()
+            # V1 records hold a signed-byte topic length; longer topics need V2's short
+            topic_field = len(topic).to_bytes(2 if len(topic) > 127 else 1, "big") + topic
+            self._topic_fields[topic] = topic_field
         body_len = len(body)
-        properties_len = len(properties) + crc_room
-        total = prefix.size + body_len + (2 if version_two else 1) + topic_len + 2 + properties_len
+        properties_len = len(properties) + (CRC_PROPERTY_LENGTH if append_crc else 0)
+        total = prefix.size + body_len + len(topic_field) + 2 + properties_len
         # reserve(), inlined for the common case: the record fits the current segment.
         position = self._write_position
         if (
@@ -235,47 +247,45 @@ class CommitLog:
             physical_offset = self._starts[-1] + position
         else:
             segment, position, physical_offset = self.reserve(total)
-        view = segment.view
-        prefix.pack_into(
-            view,
-            position,
-            total,
-            MAGIC_V2 if version_two else MAGIC_V1,
-            zlib.crc32(body) & 0x7FFFFFFF,
-            queue_id,
-            flag,
-            queue_offset,
-            physical_offset,
-            sysflag,
-            born_timestamp,
-            born_address,
-            born_host.port,
-            store_timestamp,
-            store_address,
-            store_host.port,
-            reconsume_times,
-            prepared_transaction_offset,
-            body_len,
-        )
-        at = position + prefix.size
-        end = at + body_len
-        view[at:end] = body
-        tail = b"".join(
+        # The record but its CRC property as one bytes object: one copy into the mapping, and
+        # the whole-record CRC runs over it without slicing the mapping.
+        record = b"".join(
             (
-                topic_len.to_bytes(2 if version_two else 1, "big"),
-                topic,
+                prefix.pack(
+                    total,
+                    MAGIC_V2 if len(topic) > 127 else MAGIC_V1,
+                    zlib.crc32(body) & 0x7FFFFFFF,
+                    queue_id,
+                    flag,
+                    queue_offset,
+                    physical_offset,
+                    sysflag,
+                    born_timestamp,
+                    born_address,
+                    born_host.port,
+                    store_timestamp,
+                    store_address,
+                    store_host.port,
+                    reconsume_times,
+                    prepared_transaction_offset,
+                    body_len,
+                ),
+                body,
+                topic_field,
                 properties_len.to_bytes(2, "big"),
                 properties,
             )
         )
-        at = end + len(tail)
-        view[end:at] = tail
+        at = position + len(record)
+        view = segment.view
+        view[position:at] = record
         if append_crc:
-            crc = zlib.crc32(view[position:at]) & 0x7FFFFFFF
-            view[at : at + CRC_PROPERTY_LENGTH] = encode_crc_property(crc)
+            # encode_crc_property, inlined: "__CRC32#\x01", ten digits backwards, "\x02"
+            crc = zlib.crc32(record) & 0x7FFFFFFF
+            view[at : at + CRC_PROPERTY_LENGTH] = (_CRC_PROPERTY_BACKWARDS % crc)[::-1]
             at += CRC_PROPERTY_LENGTH
         assert at == position + total
-        self._write_position = position + total
+        self._write_position = at
         return physical_offset, total
 
     # -- reading ---------------------------------------------------------------------------

@@ -143,6 +143,19 @@ class ConsumeQueue:
     def put(self, logical: int, physical_offset: int, size: int, tags_code: int) -> bool:
         """Write the entry for ``logical``. Re-dispatch is idempotent: an entry whose record is
         already covered is skipped (returns False)."""
+        # The append path: the next entry, with room for it in the newest file.
+        if logical == self._max_logical and self._segments:
+            segment = self._segments[-1]
+            position = logical * ENTRY_SIZE - self._starts[-1]
+            if 0 <= position < segment.size:
+                ENTRY.pack_into(segment.view, position, physical_offset, size, tags_code)
+                self._max_logical = logical + 1
+                self.max_physical_offset = physical_offset
+                self.last_entry_end = physical_offset + size
+                return True
+        return self._put_slow(logical, physical_offset, size, tags_code)
+
+    def _put_slow(self, logical: int, physical_offset: int, size: int, tags_code: int) -> bool:
         if physical_offset <= self.max_physical_offset and logical < self._max_logical:
             return False
         if logical != self._max_logical:

@@ -33,16 +33,25 @@ accept either.
 
 from __future__ import annotations
 
+import contextlib
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
-from operator import mul
 from time import localtime, strftime
 
 from store import paths
 from store.errors import StoreError
 from store.files import Backend, Segment
-from store.javahash import java_string_hash
+from store.javahash import (
+    CHUNK,
+    HIGH_DIGITS,
+    LOW_DIGITS,
+    POW31,
+    WINDOW_BASE,
+    WINDOW_DIGITS,
+    java_string_hash,
+    java_string_hash_unsigned,
+)
 
 __all__ = [
     "ENTRY",
@@ -113,11 +122,12 @@ _MS_PER_SECOND = 1000
 _ZERO_ENTRY = bytes(ENTRY_SIZE)
 _NAME_TIME_FORMAT = "%Y%m%d%H%M%S"  # + 3 digits of milliseconds
 
-# 31**i mod 2**32: String.hashCode as one dot product over the key's bytes (ASCII keys only,
-# where one byte is one UTF-16 unit). Longer keys take the plain loop.
-_POW31 = tuple(pow(31, i, 1 << 32) for i in range(256))
-_POW31_LIMIT = len(_POW31)
 _PREFIX_CACHE_LIMIT = 4096
+# Keys of up to this many messages wait in memory and are then put in one go (RocketMQ builds
+# its index asynchronously too). Every reader, sync and cut of the index puts them first.
+_PENDING_MAX = 256  # more gains little, and long-lived entries cost GC time
+
+KeyEntry = tuple[int, int, int]  # (keyHash, phyOffset, storeTimestamp) of one entry to put
 
 _unpack_slot = SLOT.unpack_from
 _pack_slot = SLOT.pack
@@ -167,7 +177,7 @@ def _name_after(name: str) -> str:
 class IndexFile:
     """One index file. Header fields are mirrored as attributes; slots and entries stay in the file.
 
-    Callers write the header with :meth:`write_header` after a batch of :meth:`put_key` calls.
+    :meth:`put_keys` writes the header once per batch.
     """
 
     __slots__ = (
@@ -257,31 +267,49 @@ class IndexFile:
         )
 
     def put_key(self, key_hash: int, phy_offset: int, store_timestamp_ms: int) -> None:
-        """Append one entry and make it its slot's head. The file must not be full."""
+        """Append one entry, make it its slot's head and write the header. Must not be full."""
+        if self.put_keys([(key_hash, phy_offset, store_timestamp_ms)]) != 1:
+            raise StoreError(f"index file {self.name} is full")
+
+    def put_keys(self, entries: Sequence[KeyEntry], start: int = 0) -> int:
+        """Append ``entries[start:]`` while there is room, each becoming its slot's head, then
+        write the header; returns the position in ``entries`` where this file filled up."""
         count = self.index_count
-        segment = self.segment
-        slot_at = HEADER_SIZE + (key_hash % self.slot_count) * SLOT_SIZE
-        head = _unpack_slot(segment.view, slot_at)[0]
-        if head <= _EMPTY or head >= count:  # a torn or stale slot starts a new chain
-            head = _EMPTY
-            self.hash_slot_count += 1
+        stop = min(len(entries), start + self.entry_count - count)
+        if stop <= start:
+            return start
         if count <= _FIRST_ENTRY:
-            self.begin_timestamp = store_timestamp_ms
-            self.begin_phy_offset = phy_offset
+            _hash, self.begin_phy_offset, self.begin_timestamp = entries[start]
         begin = self.begin_timestamp
-        diff = (store_timestamp_ms - begin) // _MS_PER_SECOND if begin > 0 else 0
-        if diff < 0:
-            diff = 0
-        elif diff > _INT_MAX:
-            diff = _INT_MAX
-        view = segment.view
-        _pack_entry_into(
-            view, self._entries_at + count * ENTRY_SIZE, key_hash, phy_offset, diff, head
-        )
-        _pack_slot_into(view, slot_at, count)
-        self.index_count = count + 1
-        self.end_phy_offset = phy_offset
-        self.end_timestamp = store_timestamp_ms
+        view = self.segment.view
+        slots = self.slot_count
+        entries_at = self._entries_at
+        used = self.hash_slot_count
+        unpack_slot = _unpack_slot
+        pack_entry_into = _pack_entry_into
+        pack_slot_into = _pack_slot_into
+        last_timestamp = diff = None  # keys of one message share the store time
+        for key_hash, phy_offset, store_timestamp_ms in entries[start:stop]:
+            slot_at = HEADER_SIZE + (key_hash % slots) * SLOT_SIZE
+            head = unpack_slot(view, slot_at)[0]
+            if head <= _EMPTY or head >= count:  # a torn or stale slot starts a new chain
+                head = _EMPTY
+                used += 1
+            if store_timestamp_ms != last_timestamp:
+                last_timestamp = store_timestamp_ms
+                diff = (store_timestamp_ms - begin) // _MS_PER_SECOND if begin > 0 else 0
+                if diff < 0:
+                    diff = 0
+                elif diff > _INT_MAX:
+                    diff = _INT_MAX
+            pack_entry_into(view, entries_at + count * ENTRY_SIZE, key_hash, phy_offset, diff, head)
+            pack_slot_into(view, slot_at, count)
+            count += 1
+        self.index_count = count
+        self.hash_slot_count = used
+        _hash, self.end_phy_offset, self.end_timestamp = entries[stop - 1]
+        self.write_header()
+        return stop
 
     def time_matched(self, begin_ms: int, end_ms: int) -> bool:
         """RocketMQ's overlap test of [begin_ms, end_ms] with [beginTimestamp, endTimestamp]."""
@@ -381,6 +409,11 @@ class IndexService:
     (420 MB) to suit a laptop. Existing files of another size (a RocketMQ store) open with the
     layout their size implies. A file is named after the store time of the first key put into it;
     a full file (indexCount >= entry_count) makes the next key start a new file.
+
+    The append path uses :meth:`put_later`: keys wait in memory and go into the files in bulk,
+    at the latest before anything reads, syncs, cuts or closes the index, so every reader sees
+    them. A crash loses only keys of messages after the checkpoint, which recovery indexes
+    again from the commitlog.
     """
 
     def __init__(
@@ -395,13 +428,16 @@ class IndexService:
         self.entry_count = entry_count
         self._files: list[IndexFile] = []
         self._prefix_hashes: dict[str, int] = {}
-        self._end_phy_offset = -1
+        self._end_phy_offset = -1  # pending keys included
+        self._pending: list[tuple[str, Sequence[str], int, int]] = []  # see put_later
+        self._unwritten: list[KeyEntry] = []  # hashed, not written: creating a file failed
 
     # ---- files
 
     @property
     def files(self) -> tuple[IndexFile, ...]:
         """Open files, oldest first."""
+        self.drain()
         return tuple(self._files)
 
     @property
@@ -442,6 +478,7 @@ class IndexService:
 
     def load(self) -> None:
         """Open every file under ``index/``, oldest first; raise IndexFormatError on a stranger."""
+        self.drop_pending()  # a reload starts from what the files hold
         self.close()
         try:
             for name in self._backend.list_names(paths.INDEX):
@@ -480,46 +517,122 @@ class IndexService:
     def put(
         self, topic: str, keys: Iterable[str], physical_offset: int, store_timestamp_ms: int
     ) -> int:
-        """Index one message under each non-empty key (KEYS tokens and UNIQ_KEY); return how many.
+        """Index one message under each non-empty key (KEYS tokens and UNIQ_KEY) now; return how
+        many.
 
         A message below the newest indexed offset was indexed before (re-dispatch after a
         restart) and is skipped, as RocketMQ does.
         """
         if isinstance(keys, str):
             raise TypeError("keys must be a collection of keys, not one string")
+        self.drain()
         if physical_offset < self._end_phy_offset:
             return 0
-        prefix = self._prefix_hashes.get(topic)
-        if prefix is None:
-            if len(self._prefix_hashes) >= _PREFIX_CACHE_LIMIT:
-                self._prefix_hashes.clear()
-            # hash(topic + "#" + key) = hash(topic + "#") * 31**len(key) + hash(key), mod 2**32
-            prefix = self._prefix_hashes[topic] = java_string_hash(topic + "#") & _MASK32
-        current = self._files[-1] if self._files else None
-        written = 0
-        for key in keys:
-            if not key:
-                continue
-            if key.isascii() and len(key) < _POW31_LIMIT:
-                data = key.encode()
-                unsigned = (
-                    prefix * _POW31[len(data)] + sum(map(mul, data[::-1], _POW31))
-                ) & _MASK32
-            else:
-                unsigned = java_string_hash(f"{topic}#{key}") & _MASK32
-            if unsigned & _SIGN32:
-                unsigned = 0 if unsigned == _SIGN32 else (1 << 32) - unsigned
-            if current is None or current.index_count >= current.entry_count:
-                if current is not None:
-                    current.write_header()
-                current = self._new_file(store_timestamp_ms)
-            current.put_key(unsigned, physical_offset, store_timestamp_ms)
-            written += 1
-        if written:
-            assert current is not None
-            current.write_header()
+        keys = tuple(key for key in keys if key)
+        entries = self._hash_keys([(topic, keys, physical_offset, store_timestamp_ms)])
+        if entries:
             self._end_phy_offset = physical_offset
-        return written
+            self._write(entries)
+        return len(entries)
+
+    def put_later(
+        self, topic: str, keys: Sequence[str], physical_offset: int, store_timestamp_ms: int
+    ) -> None:
+        """:meth:`put` for the append path: ``keys`` (non-empty strings, at least one) are
+        hashed and written with those of later messages, by :meth:`drain`."""
+        if physical_offset < self._end_phy_offset:
+            return
+        pending = self._pending
+        pending.append((topic, keys, physical_offset, store_timestamp_ms))
+        self._end_phy_offset = physical_offset
+        if len(pending) >= _PENDING_MAX:
+            self.drain()
+
+    def drain(self) -> None:
+        """Write the keys that :meth:`put_later` holds back into the files."""
+        if not self._pending and not self._unwritten:
+            return
+        pending, self._pending = self._pending, []
+        entries, self._unwritten = self._unwritten, []
+        error: Exception | None = None
+        try:
+            entries += self._hash_keys(pending)
+        except Exception as failed:
+            # A key that is not text (a caller's bug) must not cost the other messages their
+            # entries: hash them one by one, skip the bad ones, and raise once they are written.
+            error = failed
+            for message in pending:
+                with contextlib.suppress(Exception):
+                    entries += self._hash_keys([message])
+        self._write(entries)
+        if error is not None:
+            raise error
+
+    def drop_pending(self) -> None:
+        """Forget keys not yet written, as a killed process would (tests of crash recovery)."""
+        self._pending = []
+        self._unwritten = []
+        self._refresh_end()
+
+    def _prefix_hash(self, topic: str) -> int:
+        if len(self._prefix_hashes) >= _PREFIX_CACHE_LIMIT:
+            self._prefix_hashes.clear()
+        prefix = self._prefix_hashes[topic] = java_string_hash(topic + "#") & _MASK32
+        return prefix
+
+    def _hash_keys(self, messages: list[tuple[str, Sequence[str], int, int]]) -> list[KeyEntry]:
+        """The entries of (topic, keys, physical offset, store time) tuples, keys non-empty:
+        keyHash is abs(hashCode(topic + "#" + key)), 0 when abs overflows (RocketMQ's rule)."""
+        entries: list[KeyEntry] = []
+        append = entries.append
+        prefixes = self._prefix_hashes
+        low, high, powers, window, window_base = (
+            LOW_DIGITS,
+            HIGH_DIGITS,
+            POW31,
+            WINDOW_DIGITS,
+            WINDOW_BASE,
+        )
+        for topic, keys, physical_offset, store_timestamp_ms in messages:
+            prefix = prefixes.get(topic)
+            if prefix is None:
+                prefix = self._prefix_hash(topic)
+            for key in keys:
+                n = len(key)
+                if n <= CHUNK and key.isascii():
+                    # hash(topic#key) = hash(topic#) * 31**len(key) + hash(key), mod 2**32;
+                    # hash(key) as in javahash.ascii_hash, inlined: this runs for every key
+                    data = key.encode()
+                    digits = data.translate(window)
+                    if digits.isalnum():  # no "?": every code in the window
+                        unsigned = (prefix * powers[n] + int(digits, 31) + window_base[n]) & _MASK32
+                    else:
+                        unsigned = (
+                            prefix * powers[n]
+                            + int(data.translate(low), 31)
+                            + 31 * int(data.translate(high), 31)
+                        ) & _MASK32
+                else:
+                    unsigned = java_string_hash_unsigned(f"{topic}#{key}")
+                if unsigned & _SIGN32:
+                    # Math.abs of the negative int; abs(MIN_VALUE) overflows, RocketMQ stores 0
+                    unsigned = ((1 << 32) - unsigned) & _INT_MAX
+                append((unsigned, physical_offset, store_timestamp_ms))
+        return entries
+
+    def _write(self, entries: list[KeyEntry]) -> None:
+        """Put hashed entries into the newest file, starting new files as they fill up. If a new
+        file cannot be created, the rest is kept for the next drain."""
+        done = 0
+        try:
+            while done < len(entries):
+                current = self._files[-1] if self._files else None
+                if current is None or current.is_full:
+                    current = self._new_file(entries[done][2])
+                done = current.put_keys(entries, done)
+        except BaseException:
+            self._unwritten = entries[done:] + self._unwritten
+            raise
 
     # ---- queries
 
@@ -536,6 +649,7 @@ class IndexService:
         found: list[int] = []
         if max_results <= 0:
             return found
+        self.drain()
         key_hash = index_key_hash(topic, key)
         for index_file in reversed(self._files):
             if index_file.is_empty:
@@ -560,6 +674,7 @@ class IndexService:
         header's endTimestamp is rebuilt from whole seconds unless ``store_timestamp_of`` maps a
         commitlog offset to its record's store time. Files left empty are deleted.
         """
+        self.drain()
         removed = 0
         for index_file in reversed(self._files[:]):
             if not index_file.is_empty and index_file.end_phy_offset < physical_offset:
@@ -573,6 +688,7 @@ class IndexService:
 
     def delete_files_before(self, physical_offset: int) -> int:
         """Delete the oldest files whose endPhyOffset < ``physical_offset``, never the newest."""
+        self.drain()
         deleted = 0
         while len(self._files) > 1 and self._files[0].end_phy_offset < physical_offset:
             self._drop(self._files[0])
@@ -580,17 +696,22 @@ class IndexService:
         return deleted
 
     def flush(self) -> None:
+        self.drain()
         for index_file in self._files:
             index_file.flush()
 
     def flush_ranges(self) -> list[tuple[Segment, int, int]]:
         # The newest file is the one being written; older ones were synced when they filled up.
+        self.drain()
         return self._files[-1].flush_ranges() if self._files else []
 
     def close(self) -> None:
         """Flush and close every file; ``load`` opens them again."""
-        files, self._files = self._files, []
-        for index_file in files:
-            index_file.flush()
-            index_file.close()
-        self._end_phy_offset = -1
+        try:
+            self.drain()
+        finally:
+            files, self._files = self._files, []
+            for index_file in files:
+                index_file.flush()
+                index_file.close()
+            self._end_phy_offset = -1

@@ -54,6 +54,10 @@ from store.state import (
 from store.store_format import DamagedRangeEntry, StoreFormat
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+_TX_MASK = SysFlag.TRANSACTION_MASK
+_TX_NOT = SysFlag.TRANSACTION_NOT_TYPE
+_TX_COMMIT = SysFlag.TRANSACTION_COMMIT_TYPE
+_TX_ROLLBACK = SysFlag.TRANSACTION_ROLLBACK_TYPE
 
 __all__ = ["GetResult", "GetStatus", "MessageStore", "PutMessage", "PutResult", "copy_of"]
 
@@ -108,8 +112,9 @@ def copy_of(
     )
 
 
-@dataclass(frozen=True, slots=True)
-class PutResult:
+class PutResult(msgspec.Struct, frozen=True):
+    # A frozen msgspec struct, not a frozen dataclass: one is built per message, and a frozen
+    # dataclass's __init__ (object.__setattr__ per field) costs several times more.
     physical_offset: int
     total_size: int
     queue_offset: int
@@ -175,11 +180,18 @@ class MessageStore:
         self.last_store_timestamp = 0  # store time of the newest record appended
         self.recovery_report = RecoveryReport()
         self._lock_fd: int | None = None
-        self._valid_topics: set[str] = set()
+        # Topics that passed check_limits, with their UTF-8 bytes (reused by every put).
+        self._valid_topics: dict[str, bytes] = {}
         self._tags_codes: dict[str, int] = {}
         self._store_host = self.config.store_host
         self._append_crc = self.config.append_record_crc
         self._index_enable = self.config.message_index_enable
+        limits = self.config.limits
+        self._body_size_max = limits.body_size_max
+        # RocketMQ's record CRC property takes room from the user's properties
+        self._properties_size_max = limits.properties_size_max - (
+            CRC_RESERVE if self._append_crc else 0
+        )
         self._delay_levels_ms = self.config.delay_levels_ms  # parsed once, not per message
         self._first_times: dict[int, int] = {}  # segment start -> store time of its first record
         self.disk_full = False  # set by the broker's retention when usage passes the warning ratio
@@ -267,6 +279,7 @@ class MessageStore:
 
     def crash_for_test(self) -> None:
         """Drop every handle without flushing or removing ``abort``, as a killed process would."""
+        self.index.drop_pending()  # in memory only: lost
         self.index.close()
         self.consume_queues.close()
         self.commitlog.close()
@@ -446,49 +459,55 @@ class MessageStore:
     def put(self, message: PutMessage) -> PutResult:
         """Append one message and dispatch it. Raises LimitExceededError (nothing written) when
         the message breaks a limit, StoreFullError when the disk is full."""
-        self._check_open()
-        return self._append(message, *self._prepare(message))
+        if self._closed:
+            self._check_open()
+        topic_bytes, properties, properties_bytes = self._prepare(message)
+        return self._append(message, topic_bytes, properties, properties_bytes)
 
     def put_many(self, messages: Iterable[PutMessage]) -> list[PutResult]:
         """Append a batch, in order. Every message is checked first: one that breaks a limit
         refuses the whole batch and nothing of it is written."""
         self._check_open()
-        prepared = [(message, *self._prepare(message)) for message in messages]
-        return [self._append(*item) for item in prepared]
+        prepare = self._prepare
+        prepared = [(message, *prepare(message)) for message in messages]
+        append = self._append
+        return [append(*item) for item in prepared]
 
     def _prepare(self, message: PutMessage) -> tuple[bytes, dict[str, str], bytes]:
         """Check the limits; returns (topic bytes, properties, properties bytes)."""
         topic = message.topic
         if self.disk_full and topic != STATE_TOPIC:
             raise StoreFullError(28, "disk usage is above the warning ratio; writes are refused")
-        if message.properties_text is not None:
-            properties_bytes = message.properties_text.encode("utf-8")
+        text = message.properties_text
+        if text is not None:
+            properties_bytes = text.encode("utf-8")
             # A caller that already parsed the text passes both; they must agree.
-            properties = (
-                message.properties
-                if message.properties is not None
-                else decode_properties(message.properties_text)
-            )
+            properties = message.properties
+            if properties is None:
+                properties = decode_properties(text)
         else:
             properties = message.properties or {}
             properties_bytes = encode_properties(properties).encode("utf-8")
-        topic_bytes = topic.encode("utf-8")
+        body = message.body
         if topic == STATE_TOPIC:
-            decode_state_body(message.body)  # refuse a malformed state change before writing it
-        limits = self.config.limits
-        reserve = CRC_RESERVE if self.config.append_record_crc else 0
-        if topic not in self._valid_topics:
-            check_limits(
-                topic, topic_bytes, message.body, properties_bytes, limits, reserve=reserve
-            )
-            self._valid_topics.add(topic)
-        elif (
-            len(message.body) > limits.body_size_max
-            or len(properties_bytes) > limits.properties_size_max - reserve
+            decode_state_body(body)  # refuse a malformed state change before writing it
+        topic_bytes = self._valid_topics.get(topic)
+        if (
+            topic_bytes is None
+            or len(body) > self._body_size_max
+            or len(properties_bytes) > self._properties_size_max
         ):
+            # A new topic, or a limit broken: the full check, which names the limit.
+            topic_bytes = topic.encode("utf-8")
             check_limits(
-                topic, topic_bytes, message.body, properties_bytes, limits, reserve=reserve
+                topic,
+                topic_bytes,
+                body,
+                properties_bytes,
+                self.config.limits,
+                reserve=CRC_RESERVE if self._append_crc else 0,
             )
+            self._valid_topics[topic] = topic_bytes
         return topic_bytes, properties, properties_bytes
 
     def _append(
@@ -499,21 +518,26 @@ class MessageStore:
         properties_bytes: bytes,
     ) -> PutResult:
         topic = message.topic
-        tx_type = message.sysflag & SysFlag.TRANSACTION_MASK
-        queue_offset = 0
-        queue = None
-        if tx_type == SysFlag.TRANSACTION_NOT_TYPE or tx_type == SysFlag.TRANSACTION_COMMIT_TYPE:
-            queue = self.consume_queues.get_or_create(topic, message.queue_id)
+        queue_id = message.queue_id
+        sysflag = message.sysflag
+        tx_type = sysflag & _TX_MASK
+        if tx_type in (_TX_NOT, _TX_COMMIT):
+            queue = self.consume_queues.queues.get((topic, queue_id))
+            if queue is None:
+                queue = self.consume_queues.get_or_create(topic, queue_id)
             queue_offset = queue.max_offset
+        else:
+            queue = None
+            queue_offset = 0
         store_timestamp = self.clock_ms()
         self.last_store_timestamp = store_timestamp
         # Positional: this runs for every message, and keyword passing costs a measurable share.
         offset, total_size = self.commitlog.append(
             topic_bytes,
-            message.queue_id,
+            queue_id,
             message.flag,
             queue_offset,
-            message.sysflag,
+            sysflag,
             message.born_timestamp,
             message.born_host,
             store_timestamp,
@@ -525,10 +549,16 @@ class MessageStore:
             self._append_crc,
         )
         if queue is not None:
-            code = self._queue_tags_code(topic, properties, store_timestamp)
+            # _queue_tags_code's common case (a cached tag) inline
+            tags = properties.get("TAGS")
+            code = self._tags_codes.get(tags) if tags else 0
+            if code is None or topic == SCHEDULE_TOPIC:
+                code = self._queue_tags_code(topic, properties, store_timestamp)
             queue.put(queue_offset, offset, total_size, code)
-        if self._index_enable and tx_type != SysFlag.TRANSACTION_ROLLBACK_TYPE:
-            self.index.put(topic, _index_keys(properties), offset, store_timestamp)
+        if self._index_enable and tx_type != _TX_ROLLBACK:
+            keys = _index_keys(properties)
+            if keys:
+                self.index.put_later(topic, keys, offset, store_timestamp)
         if topic == STATE_TOPIC:
             self.states.apply(decode_state_body(message.body, store_timestamp))
         return PutResult(offset, total_size, queue_offset, store_timestamp)
@@ -890,9 +920,16 @@ def _record_intact(view: memoryview, require_record_crc: bool) -> bool:
         return False
 
 
-def _index_keys(properties: dict[str, str]) -> list[str]:
-    keys = [k for k in properties.get("KEYS", "").split(" ") if k]
+def _index_keys(properties: dict[str, str]) -> tuple[str, ...]:
+    """The keys RocketMQ indexes a message under: KEYS split on spaces, then UNIQ_KEY.
+
+    A tuple of strings, which the garbage collector stops tracking: the index holds these for a
+    while (IndexService.put_later), and tracked survivors make collections more frequent."""
+    text = properties.get("KEYS")
     unique = properties.get("UNIQ_KEY")
+    if text and " " not in text:  # one key, the common case: no split
+        return (text, unique) if unique else (text,)
+    keys = [k for k in text.split(" ") if k] if text else []
     if unique:
         keys.append(unique)
-    return keys
+    return tuple(keys)
