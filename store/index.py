@@ -431,6 +431,8 @@ class IndexService:
         self._end_phy_offset = -1  # pending keys included
         self._pending: list[tuple[str, Sequence[str], int, int]] = []  # see put_later
         self._unwritten: list[KeyEntry] = []  # hashed, not written: creating a file failed
+        # Files that filled up since the last flush_ranges: their tails still need a sync.
+        self._filled: list[IndexFile] = []
 
     # ---- files
 
@@ -504,11 +506,15 @@ class IndexService:
         except BaseException:
             segment.close()
             raise
+        if self._files:
+            self._filled.append(self._files[-1])
         self._files.append(index_file)
         return index_file
 
     def _drop(self, index_file: IndexFile) -> None:
         self._files.remove(index_file)
+        if index_file in self._filled:
+            self._filled.remove(index_file)
         index_file.close()
         self._backend.remove(paths.index_file(index_file.name))
 
@@ -699,11 +705,17 @@ class IndexService:
         self.drain()
         for index_file in self._files:
             index_file.flush()
+        self._filled.clear()
 
     def flush_ranges(self) -> list[tuple[Segment, int, int]]:
-        # The newest file is the one being written; older ones were synced when they filled up.
+        # The newest file, and any that filled up since the last call: a checkpoint may cover
+        # keys in them, so they must reach the disk too.
         self.drain()
-        return self._files[-1].flush_ranges() if self._files else []
+        ranges = [r for index_file in self._filled for r in index_file.flush_ranges()]
+        self._filled.clear()
+        if self._files:
+            ranges.extend(self._files[-1].flush_ranges())
+        return ranges
 
     def close(self) -> None:
         """Flush and close every file; ``load`` opens them again."""

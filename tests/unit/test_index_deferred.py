@@ -261,3 +261,16 @@ def test_closing_writes_pending_keys(tmp_path: Path) -> None:
     with MessageStore.open(root, config=SMALL, clock_ms=Clock()) as store:
         assert store.recovery_report.redispatched == 0
         assert len(store.query_by_key("T", "shared")) == 3
+
+
+def test_flush_ranges_cover_files_that_filled_up_since_the_last_flush() -> None:
+    """A checkpoint may cover keys in a file that filled up between two flushes: its tail must
+    be synced too, not only the newest file's."""
+    service = IndexService(MemoryBackend(), slot_count=5, entry_count=7)
+    service.load()
+    for i in range(20):  # 6 keys per file: several files fill up
+        service.put("T", [f"k{i}"], 100 + i, T0 + i)
+    files = [r[0] for r in service.flush_ranges()]
+    assert len(files) == len(service.files) >= 3
+    assert [r[0] for r in service.flush_ranges()] == [service.files[-1].segment]
+    service.close()
