@@ -178,6 +178,9 @@ class ClientCore:
     ) -> RemotingCommand:
         self.check_open()
         timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        conn = self.pool.cached(addr)
+        if conn is not None:  # the common case: two coroutines less
+            return await conn.invoke(cmd, timeout)
         return await self.pool.invoke(addr, cmd, timeout)
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:

@@ -12,7 +12,9 @@ response at once; further callers wait for a slot (back-pressure instead of memo
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
+import math
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Final, cast
 
@@ -106,7 +108,12 @@ class Connection(asyncio.Protocol):
         self._handlers: MutableMapping[int, RequestHandler] = {} if handlers is None else handlers
         self._transport: asyncio.Transport | None = None
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
-        self._slots = asyncio.Semaphore(requests_inflight_max)
+        # opaque -> (deadline, request code, timeout) of every request waiting for a response
+        self._deadlines: dict[int, tuple[float, int, float]] = {}
+        self._expiry: asyncio.TimerHandle | None = None
+        self._expiry_at = math.inf
+        self._free_slots = requests_inflight_max
+        self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._opaque = 0
         self._paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
@@ -202,6 +209,9 @@ class Connection(asyncio.Protocol):
             if not future.done():
                 future.set_exception(ConnectionLostError(self.addr, reason))
         self._wake_writers(ConnectionLostError(self.addr, reason))
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry, self._expiry_at = None, math.inf
         for task in self._handler_tasks:
             task.cancel()
         if not self._closed.done():
@@ -234,45 +244,121 @@ class Connection(asyncio.Protocol):
         """
         self._check_open()
         loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_ms / 1000
+        # This runs for every request: the common case (a free slot, a socket buffer with room)
+        # costs no semaphore, no asyncio.timeout and no extra coroutine; only the waits do.
+        if self._free_slots > 0:
+            self._free_slots -= 1
+        else:
+            await self._wait_for_slot(deadline, cmd.code, timeout_ms)
+            self._check_open()  # it may have closed meanwhile
         try:
-            async with asyncio.timeout(timeout_ms / 1000), self._slots:
-                self._check_open()
-                opaque = self._next_opaque()
-                cmd.opaque = opaque
-                cmd.flag = 0
-                future: asyncio.Future[RemotingCommand] = loop.create_future()
-                self._pending[opaque] = future
-                try:
-                    await self._write(cmd)
-                    return await future
-                finally:
-                    if self._pending.get(opaque) is future:
-                        del self._pending[opaque]
+            opaque = self._opaque = self._opaque + 1 if self._opaque < _OPAQUE_MAX else 1
+            cmd.opaque = opaque
+            cmd.flag = 0
+            future: asyncio.Future[RemotingCommand] = loop.create_future()
+            self._pending[opaque] = future
+            self._deadlines[opaque] = (deadline, cmd.code, timeout_ms)
+            if deadline < self._expiry_at:
+                self._schedule_expiry(deadline)
+            try:
+                self._send(cmd)
+                if self._paused:
+                    await self._wait_for_drain(deadline, cmd.code, timeout_ms)
+                return await future
+            finally:
+                del self._deadlines[opaque]
+                if self._pending.get(opaque) is future:
+                    del self._pending[opaque]
+        finally:
+            if self._slot_waiters:
+                self._release_slot()
+            else:
+                self._free_slots += 1
+
+    # Timeouts: one loop timer per connection, not one per request (a timer per request was a
+    # tenth of a request's cost). It is set for the earliest deadline; requests due later wait
+    # for the next round, which sets it again for the earliest one left.
+
+    def _schedule_expiry(self, when: float) -> None:
+        if self._expiry is not None:
+            self._expiry.cancel()
+        self._expiry_at = when
+        self._expiry = asyncio.get_running_loop().call_at(when, self._expire_due)
+
+    def _expire_due(self) -> None:
+        self._expiry, self._expiry_at = None, math.inf
+        now = asyncio.get_running_loop().time()
+        next_at = math.inf
+        for opaque, (deadline, code, timeout_ms) in list(self._deadlines.items()):
+            if deadline <= now:
+                future = self._pending.get(opaque)
+                if future is not None and not future.done():
+                    future.set_exception(RequestTimeoutError(self.addr, code, timeout_ms))
+            elif deadline < next_at:
+                next_at = deadline
+        if next_at != math.inf:
+            # a timer may fire a little early: never sooner than a millisecond from now
+            self._schedule_expiry(max(next_at, now + 0.001))
+
+    async def _wait_for_slot(self, deadline: float, code: int, timeout_ms: float) -> None:
+        # A released slot is handed straight to the first waiter, so nobody jumps the queue.
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._slot_waiters.append(waiter)
+        try:
+            async with asyncio.timeout_at(deadline):
+                await waiter
+        except BaseException as e:
+            if waiter.done() and not waiter.cancelled():
+                self._release_slot()  # handed a slot while being cancelled: pass it on
+            else:
+                waiter.cancel()  # _release_slot skips it
+            if isinstance(e, TimeoutError):
+                raise RequestTimeoutError(self.addr, code, timeout_ms) from None
+            raise
+
+    def _release_slot(self) -> None:
+        waiters = self._slot_waiters
+        while waiters:
+            waiter = waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+        self._free_slots += 1
+
+    async def _wait_for_drain(self, deadline: float, code: int, timeout_ms: float) -> None:
+        # The socket buffer is full: wait instead of queueing more.
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._drain_waiters.append(waiter)
+        try:
+            async with asyncio.timeout_at(deadline):
+                await waiter
         except TimeoutError:
-            raise RequestTimeoutError(self.addr, cmd.code, timeout_ms) from None
+            raise RequestTimeoutError(self.addr, code, timeout_ms) from None
 
     async def invoke_oneway(self, cmd: RemotingCommand) -> None:
         """Send request ``cmd`` with the oneway bit: the peer sends no response."""
         self._check_open()
         cmd.opaque = self._next_opaque()
         cmd.flag = RPC_ONEWAY
-        await self._write(cmd)
-
-    async def _write(self, cmd: RemotingCommand) -> None:
-        parts = encode_frame_parts(cmd)
-        self._check_open()
-        assert self._transport is not None
-        # Cork: frames written in one turn of the event loop go out in one system call, so many
-        # sends in flight do not cost one syscall each.
-        if self._out is None:
-            self._out = parts
-            asyncio.get_running_loop().call_soon(self._flush_out)
-        else:
-            self._out.extend(parts)
+        self._send(cmd)
         if self._paused:  # the socket buffer is full: wait instead of queueing more
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._drain_waiters.append(waiter)
             await waiter
+
+    def _send(self, cmd: RemotingCommand) -> None:
+        parts = encode_frame_parts(cmd)  # the callers have checked the connection is open
+        # The first frame of a turn of the event loop goes out at once (a lone request waits
+        # for nothing); the frames after it in the same turn are corked and go out together at
+        # the end of the turn, so many sends in flight do not cost one syscall each.
+        if self._out is None:
+            self._out = []
+            asyncio.get_running_loop().call_soon(self._flush_out)
+            assert self._transport is not None
+            self._transport.writelines(parts)
+        else:
+            self._out.extend(parts)
 
     def _flush_out(self) -> None:
         out, self._out = self._out, None
@@ -388,8 +474,16 @@ class ConnectionPool:
             self._connections[addr] = conn
             return conn
 
+    def cached(self, addr: str) -> Connection | None:
+        """The open connection to ``addr`` if there is one (no connecting)."""
+        conn = self._connections.get(addr)
+        return conn if conn is not None and not conn.is_closed else None
+
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout_ms: float) -> RemotingCommand:
         """Send ``cmd`` to ``addr``; connecting counts against ``timeout_ms``."""
+        conn = self.cached(addr)
+        if conn is not None:  # the common case: one coroutine less
+            return await conn.invoke(cmd, timeout_ms)
         loop = asyncio.get_running_loop()
         start = loop.time()
         conn = await self.get(addr)

@@ -48,6 +48,8 @@ Behaviour (RocketMQ ``DefaultMQPushConsumer``; remoting.md §5.3, rocketmq-store
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import dataclasses
 import inspect
 import logging
@@ -76,7 +78,6 @@ from broker.protocol.headers import (
     decode_json_body,
     encode_json_body,
 )
-from broker.protocol.message_codec import decode_messages
 
 from . import _queries
 from ._core import ClientCore
@@ -110,6 +111,7 @@ class ConsumeResult(StrEnum):
 
 
 Listener = Callable[[ReceivedMessage], Awaitable[ConsumeResult | None]]
+_SUCCESS: Final = ConsumeResult.SUCCESS  # a global: an enum attribute costs more, per message
 
 _MODELS: Final = {"clustering": "CLUSTERING", "broadcasting": "BROADCASTING"}
 _FROM_WHERE: Final = {
@@ -125,8 +127,8 @@ class _Subscription:
     sub_version: int
 
 
-class _Closed:
-    """Sentinel in the iterator inbox."""
+def _tags_of(message: ReceivedMessage) -> str | None:
+    return message.tags
 
 
 class PushConsumer:
@@ -250,16 +252,27 @@ class PushConsumer:
         self._rebalance_lock = asyncio.Lock()
         self._rebalance_wake = asyncio.Event()
         self._rebalance_soon_pending = False
-        self._work: asyncio.Queue[tuple[ProcessQueue, ReceivedMessage] | None] = asyncio.Queue()
+        # listener mode, concurrent: pulled messages wait here for one of the workers. A deque
+        # and a list of idle workers: this hand-off runs for every message.
+        self._work: collections.deque[tuple[ProcessQueue, ReceivedMessage]] = collections.deque()
+        self._idle_workers: list[asyncio.Future[None]] = []
         self._workers: list[asyncio.Task[None]] = []
         self._slots = asyncio.Semaphore(consume_concurrency)
         self._retry_tasks: set[asyncio.Task[None]] = set()
-        # iterator mode
+        # iterator mode: messages waiting for receive(). Concurrent consumption puts pulled
+        # messages here directly (future None: ack settles them itself); orderly consumption
+        # puts each message with a future its queue's loop waits on.
         self._iterating = False
-        self._inbox: asyncio.Queue[tuple[ReceivedMessage, asyncio.Future[Any]] | _Closed] = (
-            asyncio.Queue()
-        )
-        self._awaiting_ack: dict[tuple[MessageQueue, int], asyncio.Future[Any]] = {}
+        self._inbox: collections.deque[
+            tuple[ProcessQueue, ReceivedMessage, asyncio.Future[Any] | None]
+        ] = collections.deque()
+        self._inbox_closed = False
+        self._receivers: list[asyncio.Future[None]] = []  # receive() calls waiting
+        self._awaiting_ack: dict[
+            tuple[MessageQueue, int], tuple[ProcessQueue, asyncio.Future[Any] | None]
+        ] = {}
+        self._handed_out = 0  # concurrent messages received and not acknowledged yet
+        self._settling: set[asyncio.Task[None]] = set()  # send-backs of acked messages
         # listener mode: messages poison()ed while their listener runs
         self._poisoned: set[tuple[MessageQueue, int]] = set()
         self._started = False
@@ -343,7 +356,7 @@ class PushConsumer:
         self._started = True
         core = self._core
         core.pool.handlers[RequestCode.NOTIFY_CONSUMER_IDS_CHANGED] = self._on_ids_changed
-        if not self.orderly:
+        if not self.orderly and not self._iterating:  # the iterator needs no workers
             self._workers = [
                 asyncio.get_running_loop().create_task(self._worker(), name=f"consume-{i}")
                 for i in range(self.consume_concurrency)
@@ -375,20 +388,24 @@ class PushConsumer:
         await self._cancel_all([pq.pull_task for pq in pqs if pq.pull_task])
         await self._cancel_all(list(self._retry_tasks))
         # iterator mode: messages not handed out yet, or not acknowledged, are given back
-        self._inbox.put_nowait(_Closed())
-        while not self._inbox.empty():
-            item = self._inbox.get_nowait()
-            if not isinstance(item, _Closed):
-                item[1].cancel()
-        for future in self._awaiting_ack.values():
-            future.cancel()
+        self._inbox_closed = True
+        for _, _, waiter in self._inbox:
+            if waiter is not None:
+                waiter.cancel()
+        self._inbox.clear()
+        for _, waiter in self._awaiting_ack.values():
+            if waiter is not None:
+                waiter.cancel()
         self._awaiting_ack.clear()
-        self._inbox.put_nowait(_Closed())  # wakes every pending __anext__
+        self._wake(self._receivers)  # every pending __anext__ sees the consumer closed
         for pq in pqs:
             pq.arrived.set()  # orderly loops see _closing and stop
-        consumers = self._workers + [pq.consume_task for pq in pqs if pq.consume_task]
-        for _ in self._workers:
-            self._work.put_nowait(None)  # stop marker
+        consumers = [
+            *self._workers,
+            *(pq.consume_task for pq in pqs if pq.consume_task),
+            *self._settling,
+        ]
+        self._wake(self._idle_workers)  # idle workers see _closing and stop
         if consumers:
             _, still_running = await asyncio.wait(consumers, timeout=self.close_timeout_ms / 1000)
             await self._cancel_all(list(still_running))
@@ -424,6 +441,10 @@ class PushConsumer:
 
     async def __anext__(self) -> ReceivedMessage:
         try:
+            if self._started and self._iterating:  # a message at hand: no second coroutine
+                message = self._receive_nowait()
+                if message is not None:
+                    return message
             return await self.receive()
         except ClientClosedError:
             raise StopAsyncIteration from None
@@ -438,32 +459,97 @@ class PushConsumer:
             raise ClientClosedError("consumer is not started")
         if not self._iterating:
             raise ClientUsageError("a listener is set: messages go to the listener")
-        while True:
-            if timeout_ms is None:
-                item = await self._inbox.get()
-            else:
-                async with asyncio.timeout(timeout_ms / 1000):
-                    item = await self._inbox.get()
-            if isinstance(item, _Closed):
-                self._inbox.put_nowait(item)  # for other waiters
-                raise ClientClosedError("consumer is closed")
-            message, future = item
-            if future.done():  # given back meanwhile
-                continue
-            self._awaiting_ack[(message.queue, message.queue_offset)] = future
+        message = self._receive_nowait()
+        if message is not None:
             return message
+        if timeout_ms is None:
+            return await self._receive_wait()
+        async with asyncio.timeout(timeout_ms / 1000):
+            return await self._receive_wait()
+
+    async def _receive_wait(self) -> ReceivedMessage:
+        loop = asyncio.get_running_loop()
+        while True:
+            waiter: asyncio.Future[None] = loop.create_future()
+            self._receivers.append(waiter)
+            try:
+                await waiter
+            finally:
+                if waiter.cancelled() or not waiter.done():  # a timeout, or the caller cancelled
+                    waiter.cancel()
+                    with contextlib.suppress(ValueError):
+                        self._receivers.remove(waiter)
+            message = self._receive_nowait()
+            if message is not None:
+                return message
+
+    def _receive_nowait(self) -> ReceivedMessage | None:
+        """The next message to hand out, None if there is none yet; ClientClosedError."""
+        inbox = self._inbox
+        while True:
+            if self._inbox_closed:
+                raise ClientClosedError("consumer is closed")
+            if not inbox:
+                return None
+            pq, message, waiter = inbox[0]
+            if waiter is None:
+                # concurrent: a message received and not acknowledged holds a consume slot
+                if self._handed_out >= self.consume_concurrency:
+                    return None
+                inbox.popleft()
+                if pq.dropped or self._closing:
+                    continue
+                self._handed_out += 1
+            else:
+                inbox.popleft()
+                if waiter.done():  # given back meanwhile
+                    continue
+            self._awaiting_ack[(message.queue, message.queue_offset)] = (pq, waiter)
+            return message
+
+    @staticmethod
+    def _wake(waiters: list[asyncio.Future[None]]) -> None:
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        waiters.clear()
+
+    def _settled(self, key: tuple[MessageQueue, int]) -> tuple[ProcessQueue, Any] | None:
+        """Take a message out of the awaiting-ack table (frees its consume slot)."""
+        entry = self._awaiting_ack.pop(key, None)
+        if entry is not None and entry[1] is None:
+            self._handed_out -= 1
+            if self._inbox and self._receivers:
+                self._wake(self._receivers)
+        return entry
 
     async def ack(
         self, message: ReceivedMessage, result: ConsumeResult = ConsumeResult.SUCCESS
     ) -> None:
         """Settle a message from the iterator: consumed, or ``RECONSUME_LATER``."""
-        future = self._awaiting_ack.pop((message.queue, message.queue_offset), None)
-        if future is None:
+        entry = self._settled((message.queue, message.queue_offset))
+        if entry is None:
             raise ClientUsageError(
                 f"message at {message.queue}:{message.queue_offset} is not awaiting an ack"
             )
-        if not future.done():
-            future.set_result(ConsumeResult(result))
+        pq, waiter = entry
+        if result is _SUCCESS and waiter is None and not pq.dropped:
+            self._done(pq, message)  # the common case, the rest spelled out below
+            return
+        if result is not _SUCCESS:
+            result = ConsumeResult(result)
+        if waiter is not None:  # orderly: its queue's loop does the rest
+            if not waiter.done():
+                waiter.set_result(result)
+            return
+        if result is _SUCCESS or not self.clustering or pq.dropped:
+            self._after_listener(pq, message, result)
+            return
+        # The send-back is a request to the broker: ack returns at once, as it did when a
+        # worker task waited on it.
+        task = asyncio.get_running_loop().create_task(self._after_listener_async(pq, message))
+        self._settling.add(task)
+        task.add_done_callback(self._settling.discard)
 
     async def poison(self, message: ReceivedMessage, reason: str = "") -> None:
         """Send ``message`` straight to ``%DLQ%<group>`` and count it as consumed.
@@ -480,28 +566,35 @@ class PushConsumer:
         await self._send_back_request(message, delay_level=-1, remark=reason or None)
         log.info("%s sent to %s: %s", message.msg_id, self.dlq_topic, reason or "poisoned")
         key = (message.queue, message.queue_offset)
-        future = self._awaiting_ack.pop(key, None)
-        if future is not None:
-            if not future.done():
-                future.set_result(ConsumeResult.SUCCESS)
+        entry = self._settled(key)
+        if entry is not None:
+            pq, waiter = entry
+            if waiter is None:
+                self._after_listener(pq, message, ConsumeResult.SUCCESS)
+            elif not waiter.done():
+                waiter.set_result(ConsumeResult.SUCCESS)
             return
         pq = self._pqs.get(message.queue)
         if pq is not None and message.queue_offset in pq.messages and not self._iterating:
             self._poisoned.add(key)
 
-    async def _inbox_listener(self, message: ReceivedMessage) -> ConsumeResult:
+    async def _inbox_listener(self, pq: ProcessQueue, message: ReceivedMessage) -> ConsumeResult:
+        # orderly consumption in iterator mode: wait for the application's ack
         future: asyncio.Future[ConsumeResult] = asyncio.get_running_loop().create_future()
-        self._inbox.put_nowait((message, future))
+        self._inbox.append((pq, message, future))
+        self._wake(self._receivers)
         return await future
 
     # -- consuming ---------------------------------------------------------------------------
 
-    async def _call_listener(self, message: ReceivedMessage) -> ConsumeResult:
-        listener = self._inbox_listener if self._iterating else self.listener
-        assert listener is not None
+    async def _call_listener(self, pq: ProcessQueue, message: ReceivedMessage) -> ConsumeResult:
         key = (message.queue, message.queue_offset)
         try:
-            result: Any = listener(message)
+            if self._iterating:
+                result: Any = self._inbox_listener(pq, message)
+            else:
+                assert self.listener is not None
+                result = self.listener(message)
             if inspect.isawaitable(result):
                 result = await result
         except asyncio.CancelledError:
@@ -522,30 +615,66 @@ class PushConsumer:
             log.warning("listener returned %r; treated as RECONSUME_LATER", result)
         return ConsumeResult.RECONSUME_LATER
 
+    def _submit(self, pq: ProcessQueue, messages: Sequence[ReceivedMessage]) -> None:
+        """Concurrent mode: hand messages to the workers (listener) or to receive()."""
+        if self._iterating:
+            self._inbox.extend([(pq, m, None) for m in messages])
+            self._wake(self._receivers)
+        else:
+            self._work.extend([(pq, m) for m in messages])
+            # one idle worker per message, not all of them for a single message
+            idle, wanted = self._idle_workers, len(messages)
+            while wanted and idle:
+                worker = idle.pop()
+                if not worker.done():  # a worker cancelled while idle left its future
+                    worker.set_result(None)
+                    wanted -= 1
+
     async def _worker(self) -> None:
         """Concurrent mode: consume queued messages one by one."""
-        while True:
-            item = await self._work.get()
-            if item is None:  # stop marker from close()
-                return
-            pq, message = item
-            if pq.dropped or self._closing:
+        work = self._work
+        loop = asyncio.get_running_loop()
+        while not self._closing:
+            if not work:
+                idle: asyncio.Future[None] = loop.create_future()
+                self._idle_workers.append(idle)
+                await idle
                 continue
-            await self._consume_concurrently(pq, message)
+            pq, message = work.popleft()
+            if pq.dropped:
+                continue
+            result = await self._call_listener(pq, message)
+            if result is _SUCCESS:
+                self._after_listener(pq, message, result)
+            else:
+                await self._after_listener_async(pq, message, result)
 
-    async def _consume_concurrently(self, pq: ProcessQueue, message: ReceivedMessage) -> None:
-        result = await self._call_listener(message)
+    def _after_listener(
+        self, pq: ProcessQueue, message: ReceivedMessage, result: ConsumeResult
+    ) -> None:
+        """A concurrent message's result, when it needs no send-back: done."""
         if pq.dropped:  # the queue went to another consumer: its result no longer counts
             return
-        if result is ConsumeResult.RECONSUME_LATER:
-            if not self.clustering:
-                log.warning("broadcasting: message %s failed and is dropped", message.msg_id)
-            elif not await self._send_back(message, delay_level=0):
-                retry = dataclasses.replace(message, reconsume_times=message.reconsume_times + 1)
-                pq.replace(retry)
-                self._retry_later(pq, retry)
-                return
+        if result is ConsumeResult.RECONSUME_LATER and not self.clustering:
+            log.warning("broadcasting: message %s failed and is dropped", message.msg_id)
         self._done(pq, message)
+
+    async def _after_listener_async(
+        self,
+        pq: ProcessQueue,
+        message: ReceivedMessage,
+        result: ConsumeResult = ConsumeResult.RECONSUME_LATER,
+    ) -> None:
+        """A concurrent message's result; RECONSUME_LATER in clustering mode sends it back."""
+        if pq.dropped or result is ConsumeResult.SUCCESS or not self.clustering:
+            self._after_listener(pq, message, result)
+            return
+        if not await self._send_back(message, delay_level=0):
+            retry = dataclasses.replace(message, reconsume_times=message.reconsume_times + 1)
+            pq.replace(retry)
+            self._retry_later(pq, retry)
+            return
+        self._after_listener(pq, message, ConsumeResult.SUCCESS)
 
     def _done(self, pq: ProcessQueue, message: ReceivedMessage) -> None:
         pq.remove(message.queue_offset)
@@ -555,7 +684,7 @@ class PushConsumer:
         async def later() -> None:
             await asyncio.sleep(self.local_retry_delay_ms / 1000)
             if not pq.dropped and not self._closing:
-                self._work.put_nowait((pq, message))
+                self._submit(pq, [message])
 
         task = asyncio.get_running_loop().create_task(later())
         self._retry_tasks.add(task)
@@ -577,7 +706,7 @@ class PushConsumer:
             async with self._slots:
                 if pq.dropped or self._closing:
                     return
-                result = await self._call_listener(message)
+                result = await self._call_listener(pq, message)
             if pq.dropped:
                 return
             if result is ConsumeResult.SUCCESS or not self.clustering:
@@ -724,16 +853,14 @@ class PushConsumer:
         pq.next_offset = header.next_begin_offset
         messages: list[ReceivedMessage] = []
         if code == ResponseCode.SUCCESS and response.body:
-            records = decode_messages(response.body)
-            views = [ReceivedMessage.from_ext(r, pq.mq) for r in records]
-            messages = sub.expression.filter(views, lambda m: m.tags)
+            views = ReceivedMessage.from_records(response.body, pq.mq)
+            messages = sub.expression.filter(views, _tags_of)
         added = pq.add(messages)
         if not pq.count:
             # nothing to consume (filtered out, or no new message): the offset may move on
             self._offsets.update(pq.mq, pq.next_offset, increase_only=not self.orderly)
-        if not self.orderly:
-            for message in added:
-                self._work.put_nowait((pq, message))
+        if added and not self.orderly:
+            self._submit(pq, added)
         return 0.0
 
     async def _offset_moved(self, pq: ProcessQueue, next_offset: int) -> None:

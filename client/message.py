@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import Any, Final, NamedTuple
 
 from broker.protocol.headers import MessageQueue as _WireMessageQueue
-from broker.protocol.message_codec import MessageExt
+from broker.protocol.message_codec import MessageExt, decode_record_fields
 
 from .errors import ClientUsageError
 
@@ -218,32 +218,72 @@ class ReceivedMessage:
     ) -> ReceivedMessage:
         """Build from a decoded record, as ``PullAPIWrapper.processPullResult`` does: the
         requested queue wins over the record's queue id, and a retry topic is undone."""
-        props = ext.properties
-        topic = ext.topic
-        if topic.startswith(RETRY_TOPIC_PREFIX):
-            topic = props.get(PROPERTY_RETRY_TOPIC, topic)
-        keys_text = props.get(PROPERTY_KEYS, "")
-        return cls(
-            topic=topic,
-            body=ext.body,
-            tags=props.get(PROPERTY_TAGS),
-            keys=tuple(k for k in keys_text.split(KEY_SEPARATOR) if k),
-            properties=props,
-            msg_id=props.get(PROPERTY_UNIQ_KEY) or ext.offset_msg_id,
-            offset_msg_id=ext.offset_msg_id,
-            queue=queue,
-            queue_offset=ext.queue_offset,
-            commitlog_offset=ext.commitlog_offset,
-            flag=ext.flag,
-            sys_flag=ext.sys_flag,
-            born_timestamp=ext.born_timestamp,
-            born_host=f"{ext.born_host}:{ext.born_port}",
-            store_timestamp=ext.store_timestamp,
-            store_host=f"{ext.store_host}:{ext.store_port}",
-            reconsume_times=ext.reconsume_times,
-            body_crc=ext.body_crc,
-            receipt_handle=receipt_handle,
+        return _received(
+            ext.topic,
+            ext.body,
+            ext.properties,
+            ext.offset_msg_id,
+            queue,
+            ext.queue_offset,
+            ext.commitlog_offset,
+            ext.flag,
+            ext.sys_flag,
+            ext.born_timestamp,
+            f"{ext.born_host}:{ext.born_port}",
+            ext.store_timestamp,
+            f"{ext.store_host}:{ext.store_port}",
+            ext.reconsume_times,
+            ext.body_crc,
+            receipt_handle,
         )
+
+    @classmethod
+    def from_records(cls, data: bytes, queue: MessageQueue) -> list[ReceivedMessage]:
+        """``[from_ext(r, queue) for r in decode_messages(data)]`` without the intermediate
+        ``MessageExt``s: a pulled body (records back to back) straight into messages."""
+        out = []
+        for (
+            topic,
+            body,
+            flag,
+            properties,
+            _,
+            queue_offset,
+            commitlog_offset,
+            sys_flag,
+            born_ts,
+            born_host,
+            born_port,
+            store_ts,
+            store_host,
+            store_port,
+            reconsume,
+            _,
+            crc,
+            _,
+            offset_msg_id,
+        ) in decode_record_fields(data):
+            out.append(
+                _received(
+                    topic,
+                    body,
+                    properties,
+                    offset_msg_id,
+                    queue,
+                    queue_offset,
+                    commitlog_offset,
+                    flag,
+                    sys_flag,
+                    born_ts,
+                    f"{born_host}:{born_port}",
+                    store_ts,
+                    f"{store_host}:{store_port}",
+                    reconsume,
+                    crc,
+                    None,
+                )
+            )
+        return out
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: body as UTF-8 text if it is, else base64 under ``body_base64``."""
@@ -271,6 +311,56 @@ class ReceivedMessage:
 
 
 MessageView = ReceivedMessage
+_new_object = object.__new__
+
+
+def _received(
+    topic: str,
+    body: bytes,
+    props: dict[str, str],
+    offset_msg_id: str,
+    queue: MessageQueue,
+    queue_offset: int,
+    commitlog_offset: int,
+    flag: int,
+    sys_flag: int,
+    born_timestamp: int,
+    born_host: str,
+    store_timestamp: int,
+    store_host: str,
+    reconsume_times: int,
+    body_crc: int,
+    receipt_handle: str | None,
+) -> ReceivedMessage:
+    if topic.startswith(RETRY_TOPIC_PREFIX):
+        topic = props.get(PROPERTY_RETRY_TOPIC, topic)
+    keys_text = props.get(PROPERTY_KEYS)
+    message = _new_object(ReceivedMessage)
+    # Every message a consumer receives is built here. A frozen dataclass's __init__ sets its
+    # 19 fields one object.__setattr__ at a time; filling the instance dict at once is several
+    # times cheaper and gives the same object.
+    message.__dict__.update(
+        topic=topic,
+        body=body,
+        tags=props.get(PROPERTY_TAGS),
+        keys=tuple(k for k in keys_text.split(KEY_SEPARATOR) if k) if keys_text else (),
+        properties=props,
+        msg_id=props.get(PROPERTY_UNIQ_KEY) or offset_msg_id,
+        offset_msg_id=offset_msg_id,
+        queue=queue,
+        queue_offset=queue_offset,
+        commitlog_offset=commitlog_offset,
+        flag=flag,
+        sys_flag=sys_flag,
+        born_timestamp=born_timestamp,
+        born_host=born_host,
+        store_timestamp=store_timestamp,
+        store_host=store_host,
+        reconsume_times=reconsume_times,
+        body_crc=body_crc,
+        receipt_handle=receipt_handle,
+    )
+    return message
 
 
 def body_to_json(body: bytes) -> dict[str, str]:

@@ -42,11 +42,11 @@ from broker.protocol.headers import (
     UnregisterClientRequestHeader,
     encode_json_body,
 )
-from broker.protocol.message_codec import BatchMessage, encode_batch, encode_properties
+from broker.protocol.message_codec import encode_batch_texts, encode_properties
 from ids import UniqIdGenerator, V5IdGenerator
 
 from ._core import ClientCore
-from .connection import check_response, make_request
+from .connection import CLIENT_LANGUAGE, CLIENT_VERSION, check_response, make_request
 from .errors import (
     BrokerError,
     ClientClosedError,
@@ -81,6 +81,10 @@ log = logging.getLogger("pocketmq.client.producer")
 
 MAX_MESSAGE_SIZE: Final = 4 * 1024 * 1024  # RocketMQ's maxMessageSize
 _UNREGISTER_TIMEOUT_MS: Final = 1000
+_new_object = object.__new__
+_SEND_MESSAGE_V2: Final = RequestCode.SEND_MESSAGE_V2  # a global: cheaper, on every send
+_VALID_TOPICS_MAX: Final = 1024
+_SEND_TEMPLATES_MAX: Final = 4096
 
 QueueSelector = Callable[[Sequence[MessageQueue], Message], MessageQueue]
 
@@ -152,6 +156,8 @@ class Producer:
             V5IdGenerator() if unique_id_scheme == "v5" else UniqIdGenerator(self._core.client_ip)
         )
         self._counters: dict[str, itertools.count[int]] = {}
+        self._valid_topics: set[str] = set()  # checked once, not on every send
+        self._send_templates: dict[MessageQueue, tuple[tuple[str, int], dict[str, str]]] = {}
         self._heartbeats: dict[str, asyncio.Task[None]] = {}
         self._started = False
         self._closed = False
@@ -207,7 +213,11 @@ class Producer:
         """Validate ``message`` and return its wire properties."""
         if not isinstance(message, Message):
             raise ClientUsageError(f"expected a Message, got {type(message).__name__}")
-        validate_topic(message.topic, for_send=True)
+        if message.topic not in self._valid_topics:
+            validate_topic(message.topic, for_send=True)
+            if len(self._valid_topics) >= _VALID_TOPICS_MAX:
+                self._valid_topics.clear()
+            self._valid_topics.add(message.topic)
         if not isinstance(message.body, bytes | bytearray | memoryview):
             raise ClientUsageError("message body must be bytes")
         if len(message.body) == 0:
@@ -216,7 +226,9 @@ class Producer:
             raise MessageTooLargeError(len(message.body), self.max_message_size)
         if message.delay_level < 0:
             raise ClientUsageError("delay_level must be >= 0")
-        props = {str(k): str(v) for k, v in message.properties.items()}
+        props = (
+            {str(k): str(v) for k, v in message.properties.items()} if message.properties else {}
+        )
         if message.tags:
             props[PROPERTY_TAGS] = message.tags
         if message.keys:
@@ -260,6 +272,34 @@ class Producer:
             broker_name=mq.broker_name,
         )
 
+    def _send_request(
+        self, mq: MessageQueue, properties: str, body: bytes, flag: int
+    ) -> RemotingCommand:
+        """``make_request(SEND_MESSAGE_V2, self._header(mq, properties, flag=flag), body=body)``
+        for the request of every send: the header's extFields are a copy of the queue's
+        (what stays the same from send to send) with the born time, flag and properties set."""
+        cached = self._send_templates.get(mq)
+        # group and default_topic_queue_nums are public attributes: a change makes a new one
+        if cached is None or cached[0] != (self.group, self.default_topic_queue_nums):
+            if len(self._send_templates) >= _SEND_TEMPLATES_MAX:
+                self._send_templates.clear()
+            cached = (
+                (self.group, self.default_topic_queue_nums),
+                self._header(mq, "").to_ext_fields(),
+            )
+            self._send_templates[mq] = cached
+        ext = cached[1].copy()  # the same keys in the same order: only values change
+        ext["g"] = f"{int(time.time() * 1000):d}"
+        ext["h"] = f"{flag:d}"
+        ext["i"] = properties
+        return RemotingCommand(
+            code=_SEND_MESSAGE_V2,
+            language=CLIENT_LANGUAGE,
+            version=CLIENT_VERSION,
+            ext_fields=ext,
+            body=body,
+        )
+
     # -- queue choice ------------------------------------------------------------------------
 
     def _round_robin(self, route: TopicRoute, last_broker: str | None) -> MessageQueue:
@@ -283,6 +323,8 @@ class Producer:
         sharding_key: str | None,
     ) -> tuple[_Pick, bool]:
         """The queue picker and whether it may move to another queue on retry."""
+        if queue is None and selector is None and not sharding_key and not message.sharding_key:
+            return self._round_robin, True  # the common case, without the checks below
         given = [x is not None for x in (queue, selector, sharding_key)]
         if sum(given) > 1:
             raise ClientUsageError("pass at most one of queue, selector and sharding_key")
@@ -330,10 +372,10 @@ class Producer:
         properties = self._properties_text(props)
         pick, may_move = self._pick_for(message, queue, selector, sharding_key)
         body = bytes(message.body)
+        flag = message.flag
 
         def build(mq: MessageQueue) -> RemotingCommand:
-            header = self._header(mq, properties, flag=message.flag)
-            return make_request(RequestCode.SEND_MESSAGE_V2, header, body=body)
+            return self._send_request(mq, properties, body, flag)
 
         return await self._send_with_retries(
             message.topic, pick, build, props[PROPERTY_UNIQ_KEY], may_move=may_move
@@ -365,7 +407,7 @@ class Producer:
         if isinstance(messages, Message) or not messages:
             raise ClientUsageError("a batch needs a non-empty sequence of messages")
         topic = messages[0].topic
-        inner: list[BatchMessage] = []
+        inner: list[tuple[bytes, int, str]] = []  # body, flag, properties string
         keys: list[str] = []
         for message in messages:
             if not isinstance(message, Message):
@@ -377,13 +419,11 @@ class Producer:
             if message.delay_level > 0:
                 raise ClientUsageError("messages of a batch cannot have a delay level")
             props = self._properties(message)
-            self._properties_text(props)  # fails early on separators
             keys.append(props[PROPERTY_UNIQ_KEY])
-            inner.append(
-                BatchMessage(body=bytes(message.body), flag=message.flag, properties=props)
-            )
+            # the string is encoded once (it fails early on separators) and goes in as it is
+            inner.append((bytes(message.body), message.flag, self._properties_text(props)))
         try:
-            body = encode_batch(inner)
+            body = encode_batch_texts(inner)
         except LocalProtocolError as e:
             raise ClientUsageError(f"batch cannot be encoded: {e}") from None
         if len(body) > self.max_message_size:
@@ -440,10 +480,13 @@ class Producer:
                 break
             mq: MessageQueue | None = None
             try:
-                route = await routes.get(topic, for_publish=True)
+                # Cached route, heartbeat done: nothing to wait for (the path of every send).
+                route = routes.fresh(topic) or await routes.get(topic, for_publish=True)
                 mq = pick(route, last_broker if may_move else None)
                 addr = self._master(route, mq)
-                await self._ensure_heartbeat(addr)
+                heartbeat = self._heartbeats.get(addr)
+                if heartbeat is None or not heartbeat.done():
+                    await self._ensure_heartbeat(addr)
                 remaining_ms = max((deadline - loop.time()) * 1000, 1.0)
                 response = await self._core.invoke(addr, build(mq), remaining_ms)
             except (ConnectionLostError, BrokerError) as e:
@@ -477,15 +520,19 @@ class Producer:
             header = SendMessageResponseHeader.from_ext_fields(response.ext_fields)
         except RemoteProtocolError as e:
             raise UnknownBrokerError(response.code, f"malformed send response: {e}") from None
-        return SendResult(
+        result = _new_object(SendResult)
+        # SendResult(...) of every send: a frozen dataclass's __init__ sets each field through
+        # object.__setattr__; filling the instance dict at once gives the same object.
+        result.__dict__.update(
             status=status,
             msg_id=msg_id,
             offset_msg_id=header.msg_id,
-            queue=MessageQueue(mq.topic, mq.broker_name, header.queue_id),
+            queue=mq if mq.queue_id == header.queue_id else mq._replace(queue_id=header.queue_id),
             queue_offset=header.queue_offset,
             transaction_id=header.transaction_id,
             region_id=header.msg_region,
         )
+        return result
 
     # -- heartbeats --------------------------------------------------------------------------
 

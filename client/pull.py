@@ -119,7 +119,7 @@ async def pull_queue(
         raise UnknownBrokerError(response.code, f"malformed pull response: {e}") from None
     messages: list[ReceivedMessage] = []
     if status is PullStatus.FOUND and response.body:
-        views = [ReceivedMessage.from_ext(r, mq) for r in decode_messages(response.body)]
+        views = ReceivedMessage.from_records(response.body, mq)
         messages = expr.filter(views, lambda m: m.tags)
     return PullResult(status, h.next_begin_offset, h.min_offset, h.max_offset, messages)
 

@@ -247,6 +247,17 @@ class RouteClient:
     def forget(self, topic: str) -> None:
         self._routes.pop(topic, None)
 
+    def fresh(self, topic: str) -> TopicRoute | None:
+        """The cached route of ``topic`` if it needs no refresh (what ``get`` would return
+        without waiting), else None."""
+        entry = self._routes.get(topic)
+        if (
+            entry is not None
+            and asyncio.get_running_loop().time() - entry[1] < self.refresh_interval_s
+        ):
+            return entry[0]
+        return None
+
     async def get(self, topic: str, *, for_publish: bool = False) -> TopicRoute:
         """The route of ``topic`` from the cache, fetched when missing or older than the
         refresh interval. ``for_publish`` allows the TBW102 fallback for a new topic.

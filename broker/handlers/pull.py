@@ -21,6 +21,11 @@ if TYPE_CHECKING:
 
 __all__ = ["handle_pull", "parse_tag_expression"]
 
+# Plain ints: ``int & IntFlag`` runs the flag's Python ``__rand__``, several times per pull.
+_SUBSCRIPTION = int(PullSysFlag.SUBSCRIPTION)
+_COMMIT_OFFSET = int(PullSysFlag.COMMIT_OFFSET)
+_SUSPEND = int(PullSysFlag.SUSPEND)
+
 
 def parse_tag_expression(expression: str | None) -> set[int] | None:
     """``"*"`` or empty -> None (everything); ``"A || B"`` -> the tags' hash codes."""
@@ -70,7 +75,7 @@ def handle_pull(
             ResponseCode.SYSTEM_ERROR,
             f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] topicConfig.readQueueNums:[{config.read_queue_nums}]",
         )
-    if header.sys_flag & PullSysFlag.SUBSCRIPTION:
+    if header.sys_flag & _SUBSCRIPTION:
         if (header.expression_type or "TAG") != "TAG":
             return request.make_response(
                 ResponseCode.SUBSCRIPTION_PARSE_FAILED,
@@ -86,7 +91,7 @@ def handle_pull(
                 f"the consumer's subscription of {header.topic} does not exist; send a heartbeat first",
             )
         tags = parse_tag_expression(subscription.sub_string)
-    if header.sys_flag & PullSysFlag.COMMIT_OFFSET and header.commit_offset >= 0:
+    if header.sys_flag & _COMMIT_OFFSET and header.commit_offset >= 0:
         broker.offsets.commit(
             header.consumer_group, header.topic, header.queue_id, header.commit_offset
         )
@@ -95,7 +100,7 @@ def handle_pull(
         header.max_msg_bytes or broker.config.pull_bytes_max, broker.config.pull_bytes_max
     )
     response = _read(broker, request, header, tags, max_count, max_bytes)
-    suspend = header.sys_flag & PullSysFlag.SUSPEND
+    suspend = header.sys_flag & _SUSPEND
     if response.code != ResponseCode.PULL_NOT_FOUND or not suspend or not broker.holds.can_hold():
         return response
     if broker.config.long_polling:
@@ -156,5 +161,5 @@ def _read(
         min_offset=result.min_offset,
         max_offset=result.max_offset,
     )
-    body = b"".join(view for _, _, view in result.messages) if result.messages else None
+    body = b"".join([view for _, _, view in result.messages]) if result.messages else None
     return request.make_response(code, None, ext_fields=response_header.to_ext_fields(), body=body)

@@ -108,6 +108,8 @@ Int = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
 Long = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 _INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")  # Integer.parseInt / Long.parseLong syntax
+_SMALL_INT_MAX: Final = 1023
+_SMALL_INTS: Final = {str(i): i for i in range(_SMALL_INT_MAX + 1)}  # canonical text -> value
 _LONG_MIN: Final = -(2**63)
 _LONG_MAX: Final = 2**63 - 1
 
@@ -146,9 +148,6 @@ def _java_double(value: float) -> str:
 # Field kinds of the compiled spec.
 _STR, _INT, _BOOL, _FLOAT = range(4)
 
-# (attribute, wire key, kind, required, low, high): plain tuples unpack fastest.
-_FieldSpec = tuple[str, str, int, bool, int, int]
-
 
 def _kind_of(t: mi.Type, where: str) -> tuple[int, int, int, bool]:
     """(kind, low, high, nullable) for a header field's type."""
@@ -177,70 +176,127 @@ class RemotingHeader(msgspec.Struct, frozen=True, kw_only=True, rename=_java_nam
     float (optionally ``| None``); a field without a default is required. Wire keys are the
     camelCase attribute names unless a subclass passes its own ``rename``."""
 
-    _spec: ClassVar[tuple[_FieldSpec, ...] | None] = None
-
-    @classmethod
-    def _fields_spec(cls) -> tuple[_FieldSpec, ...]:
-        spec = cls.__dict__.get("_spec")
-        if spec is None:
-            info = mi.type_info(cls)
-            assert isinstance(info, mi.StructType)
-            items = []
-            for f in info.fields:
-                kind, low, high, _ = _kind_of(f.type, f"{cls.__name__}.{f.name}")
-                items.append((f.name, f.encode_name, kind, f.required, low, high))
-            spec = tuple(items)
-            cls._spec = spec  # cached per class (ClassVar, not a struct field)
-        return spec
+    _encode_ext: ClassVar[Callable[[Any], dict[str, str]] | None] = None
+    _decode_ext: ClassVar[Callable[[Any], Any] | None] = None
 
     def to_ext_fields(self) -> dict[str, str]:
         """The extFields map Java would build: strings only, ``None`` fields left out."""
-        out: dict[str, str] = {}
-        for attr, key, kind, _, _, _ in self._fields_spec():
-            value = getattr(self, attr)
-            if value is None:
-                continue
-            if kind == _STR:
-                out[key] = value
-            elif kind == _INT:
-                out[key] = f"{value:d}"  # digits for IntEnum/IntFlag values too
-            elif kind == _BOOL:
-                out[key] = "true" if value else "false"
-            else:
-                out[key] = _java_double(value)
-        return out
+        encode = type(self).__dict__.get("_encode_ext")
+        if encode is None:
+            encode = type(self)._compile()[0]
+        return encode(self)
 
     @classmethod
     def from_ext_fields(cls, ext: Mapping[str, str] | None) -> Self:
         """Parse an extFields map; see the module docstring for the rules."""
-        if ext is None:
-            ext = {}
-        kwargs: dict[str, Any] = {}
-        for attr, key, kind, required, low, high in cls._fields_spec():
-            raw = ext.get(key)
-            if raw is None or (not raw and kind != _STR):
-                if required:
-                    raise MalformedHeaderError(key, raw, "required field is missing")
-                continue
+        decode = cls.__dict__.get("_decode_ext")
+        if decode is None:
+            decode = cls._compile()[1]
+        return decode({} if ext is None else ext)
+
+    @classmethod
+    def _fields_spec(cls) -> tuple[Callable[[Any], dict[str, str]], Callable[[Any], Any]]:
+        """The class's compiled (encoder, decoder); TypeError for an unsupported field."""
+        encode, decode = cls.__dict__.get("_encode_ext"), cls.__dict__.get("_decode_ext")
+        if encode is None or decode is None:
+            return cls._compile()
+        return encode, decode
+
+    @classmethod
+    def _compile(
+        cls, keys: Mapping[str, str] | None = None
+    ) -> tuple[Callable[[Any], dict[str, str]], Callable[[Any], Any]]:
+        """Compile this class's encoder and decoder: straight-line code, one block per field,
+        so every header of every request costs no loop over a spec (these run once or more per
+        message). The rules are those of the module docstring, checked in field order.
+
+        ``keys`` (attribute -> wire key) compiles a codec of this class for other wire keys
+        (not cached); by default the class's own codec is compiled and cached on it."""
+        info = mi.type_info(cls)
+        assert isinstance(info, mi.StructType)
+        enc = ["def encode(self):", "    out = {}"]
+        dec = ["def decode(ext):", "    get = ext.get"]
+        args = []
+        for i, f in enumerate(info.fields):
+            attr, required = f.name, f.required
+            key = f.encode_name if keys is None else keys[attr]
+            if not required and f.default is msgspec.NODEFAULT:
+                raise TypeError(f"{cls.__name__}.{attr}: header defaults must be plain values")
+            kind, low, high, _ = _kind_of(f.type, f"{cls.__name__}.{attr}")
+            value = f"self.{attr}"
             if kind == _STR:
-                kwargs[attr] = raw
+                text = "v"
             elif kind == _INT:
-                if not (raw.isascii() and raw.isdigit()) and not _INTEGER_TEXT.fullmatch(raw):
-                    raise MalformedHeaderError(key, raw, "not an integer")
-                value = int(raw)
-                if not low <= value <= high:
-                    raise MalformedHeaderError(key, raw, f"out of range [{low}, {high}]")
-                kwargs[attr] = value
+                text = 'f"{v:d}"'  # digits for IntEnum/IntFlag values too
             elif kind == _BOOL:
-                kwargs[attr] = raw.lower() == "true"  # Boolean.parseBoolean
+                text = '"true" if v else "false"'
             else:
-                try:
-                    if "_" in raw:  # Python-only syntax
-                        raise ValueError(raw)
-                    kwargs[attr] = float(raw)
-                except ValueError:
-                    raise MalformedHeaderError(key, raw, "not a number") from None
-        return cls(**kwargs)
+                text = "_java_double(v)"
+            enc += [f"    v = {value}", "    if v is not None:", f"        out[{key!r}] = {text}"]
+            var = f"v{i}"
+            args.append(f"{attr}={var}")
+            dec.append(f"    raw = get({key!r})")
+            # An empty string counts as missing for every kind but str.
+            dec.append("    if raw is None:" if kind == _STR else "    if not raw:")
+            if required:
+                dec.append(f"        raise _Error({key!r}, raw, 'required field is missing')")
+            else:
+                dec.append(f"        {var} = _defaults[{i}]")
+            if kind == _STR:
+                dec += ["    else:", f"        {var} = raw"]
+            elif kind == _INT:
+                dec.append("    else:")
+                if low <= 0 and high >= _SMALL_INT_MAX:
+                    # Most values are small (queue ids, flags, counts): one lookup, no parse.
+                    dec += [f"        {var} = _small_int(raw)", f"        if {var} is None:"]
+                    dec += _int_lines(var, key, low, high, indent=12)
+                else:
+                    dec += _int_lines(var, key, low, high, indent=8)
+            elif kind == _BOOL:
+                # Boolean.parseBoolean; the two usual spellings without a lower() call
+                dec += [
+                    "    else:",
+                    f"        {var} = raw == 'true' or (raw != 'false' and raw.lower() == 'true')",
+                ]
+            else:
+                dec += ["    else:", f"        {var} = _float({key!r}, raw)"]
+        enc.append("    return out")
+        dec.append(f"    return _cls({', '.join(args)})")
+        namespace: dict[str, Any] = {
+            "_cls": cls,
+            "_Error": MalformedHeaderError,
+            "_int_text": _INTEGER_TEXT.fullmatch,
+            "_small_int": _SMALL_INTS.get,
+            "_java_double": _java_double,
+            "_float": _header_float,
+            "_defaults": tuple(f.default for f in info.fields),
+        }
+        exec("\n".join(enc) + "\n" + "\n".join(dec), namespace)  # noqa: S102 - our own code
+        if keys is None:
+            cls._encode_ext = namespace["encode"]  # cached per class (ClassVars, not fields)
+            cls._decode_ext = namespace["decode"]
+        return namespace["encode"], namespace["decode"]
+
+
+def _int_lines(var: str, key: str, low: int, high: int, *, indent: int) -> list[str]:
+    """Compiled code: ``raw`` parsed as Integer.parseInt / Long.parseLong would, into ``var``."""
+    pad = " " * indent
+    return [
+        f"{pad}if not (raw.isascii() and raw.isdigit()) and not _int_text(raw):",
+        f"{pad}    raise _Error({key!r}, raw, 'not an integer')",
+        f"{pad}{var} = int(raw)",
+        f"{pad}if not {low} <= {var} <= {high}:",
+        f"{pad}    raise _Error({key!r}, raw, 'out of range [{low}, {high}]')",
+    ]
+
+
+def _header_float(key: str, raw: str) -> float:
+    try:
+        if "_" in raw:  # Python-only syntax
+            raise ValueError(raw)
+        return float(raw)
+    except ValueError:
+        raise MalformedHeaderError(key, raw, "not a number") from None
 
 
 # -- send ------------------------------------------------------------------------------------
@@ -318,64 +374,15 @@ _V2_SEND_CODES: Final = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND
 def parse_send_message_header(code: int, ext: Mapping[str, str] | None) -> SendMessageRequestHeader:
     """The send header of a SEND_MESSAGE / _V2 / SEND_BATCH_MESSAGE request, as V1."""
     if code in _V2_SEND_CODES:
-        if ext is not None:
-            fast = _fast_send_v2(ext)
-            if fast is not None:
-                return fast
-        return SendMessageRequestHeaderV2.from_ext_fields(ext).to_v1()
+        # SendMessageRequestHeaderV2.from_ext_fields(ext).to_v1() in one step (every send):
+        # the same fields, rules and errors, read from the V2 keys straight into V1.
+        return _send_v2_as_v1({} if ext is None else ext)
     return SendMessageRequestHeader.from_ext_fields(ext)
 
 
-def _java_int(text: str | None, low: int = -(2**31), high: int = 2**31 - 1) -> int | None:
-    if not text:
-        return None
-    # Integer.parseInt's syntax only: ASCII digits with an optional sign (int() would also take
-    # spaces, underscores and other scripts' digits).
-    if not (text.isascii() and (text.isdigit() or (text[0] in "+-" and text[1:].isdigit()))):
-        raise ValueError(text)
-    value = int(text)
-    if value < low or value > high:
-        raise ValueError(text)
-    return value
-
-
-def _fast_send_v2(ext: Mapping[str, str]) -> SendMessageRequestHeader | None:
-    """The hot path of every send: the V2 header read field by field. Anything unusual returns
-    None and the generic parser, which names the bad field, takes over."""
-    try:
-        get = ext.get
-        queue_nums = _java_int(get("d"))
-        queue_id = _java_int(get("e"))
-        sys_flag = _java_int(get("f"))
-        born = _java_int(get("g"), _LONG_MIN, _LONG_MAX)
-        flag = _java_int(get("h"))
-        group, topic, default_topic = ext["a"], ext["b"], ext["c"]
-        if (
-            queue_nums is None
-            or queue_id is None
-            or sys_flag is None
-            or born is None
-            or flag is None
-        ):
-            return None
-        return SendMessageRequestHeader(
-            producer_group=group,
-            topic=topic,
-            default_topic=default_topic,
-            default_topic_queue_nums=queue_nums,
-            queue_id=queue_id,
-            sys_flag=sys_flag,
-            born_timestamp=born,
-            flag=flag,
-            properties=get("i"),
-            reconsume_times=_java_int(get("j")),
-            unit_mode=(get("k") or "").lower() == "true",
-            max_reconsume_times=_java_int(get("l")),
-            batch=(get("m") or "").lower() == "true",
-            broker_name=get("n"),
-        )
-    except (KeyError, ValueError):
-        return None
+_send_v2_as_v1: Callable[[Mapping[str, str]], SendMessageRequestHeader] = (
+    SendMessageRequestHeader._compile(_V2_KEYS)[1]
+)
 
 
 class SendMessageResponseHeader(

@@ -48,14 +48,19 @@ __all__ = [
     "PROPERTY_SEPARATOR",
     "BatchMessage",
     "MessageExt",
+    "RecordFields",
     "body_crc",
     "decode_batch",
+    "decode_batch_texts",
     "decode_message",
     "decode_messages",
+    "decode_record_fields",
     "decode_properties",
     "encode_batch",
+    "encode_batch_texts",
     "encode_message_record",
     "encode_properties",
+    "is_canonical_properties",
     "offset_msg_id",
 ]
 
@@ -96,9 +101,11 @@ def decode_properties(text: str) -> dict[str, str]:
     """Java's ``string2messageProperties``; never fails, drops malformed segments."""
     out: dict[str, str] = {}
     for segment in text.split(PROPERTY_SEPARATOR):
-        index = segment.find(NAME_VALUE_SEPARATOR)
-        if len(segment) >= 3 and 0 < index < len(segment) - 1:
-            out[segment[:index]] = segment[index + 1 :]
+        # Kept iff the first 0x01 is neither the first nor the last character (so the segment
+        # has at least 3): a non-empty name before it and a non-empty value after it.
+        name, _, value = segment.partition(NAME_VALUE_SEPARATOR)
+        if name and value:
+            out[name] = value
     return out
 
 
@@ -125,15 +132,20 @@ class BatchMessage(msgspec.Struct, frozen=True, kw_only=True):
 
 def encode_batch(messages: Iterable[BatchMessage]) -> bytes:
     """Java's ``MessageDecoder.encodeMessages``."""
+    return encode_batch_texts((m.body, m.flag, encode_properties(m.properties)) for m in messages)
+
+
+def encode_batch_texts(messages: Iterable[tuple[bytes, int, str]]) -> bytes:
+    """``encode_batch`` of (body, flag, properties string) items, for a caller that has each
+    message's properties string already (``encode_properties`` of its properties)."""
     parts: list[bytes] = []
-    for message in messages:
-        props = encode_properties(message.properties).encode()
+    for body, flag, text in messages:
+        props = text.encode()
         if len(props) > _PROPERTIES_LENGTH_MAX:
             raise LocalProtocolError("properties longer than 32767 bytes", value=len(props))
-        body = message.body
         total = _BATCH_HEAD.size + len(body) + 2 + len(props)
         try:
-            parts.append(_BATCH_HEAD.pack(total, 0, 0, message.flag, len(body)))
+            parts.append(_BATCH_HEAD.pack(total, 0, 0, flag, len(body)))
         except struct.error as e:
             raise LocalProtocolError(f"batch message does not fit: {e}") from None
         parts.append(body)
@@ -146,8 +158,19 @@ def decode_batch(data: bytes | bytearray | memoryview) -> list[BatchMessage]:
     """Split a SEND_BATCH_MESSAGE body. Fields are read in sequence, as the broker does
     (TOTALSIZE, MAGICCODE and BODYCRC are not checked); bytes that run short raise
     ``MalformedBodyError``."""
+    return [
+        BatchMessage(body=body, flag=flag, properties=props)
+        for body, flag, props, _ in decode_batch_texts(data)
+    ]
+
+
+def decode_batch_texts(
+    data: bytes | bytearray | memoryview,
+) -> list[tuple[bytes, int, dict[str, str], str]]:
+    """``decode_batch`` as (body, flag, properties, properties string) tuples: the string as
+    sent, for a caller that stores it (see ``is_canonical_properties``)."""
     buf = bytes(data)
-    out: list[BatchMessage] = []
+    out: list[tuple[bytes, int, dict[str, str], str]] = []
     pos = 0
     end = len(buf)
     head = _BATCH_HEAD.size
@@ -164,11 +187,20 @@ def decode_batch(data: bytes | bytearray | memoryview) -> list[BatchMessage]:
         p += 2
         if props_len < 0 or props_len > end - p:
             raise MalformedBodyError(f"batch properties length {props_len}", offset=p - 2)
-        props = decode_properties(_decode_utf8(buf[p : p + props_len]))
+        text = _decode_utf8(buf[p : p + props_len])
         p += props_len
-        out.append(BatchMessage(body=body, flag=flag, properties=props))
+        out.append((body, flag, decode_properties(text), text))
         pos = p
     return out
+
+
+def is_canonical_properties(text: str, properties: Mapping[str, str]) -> bool:
+    """Whether ``text`` is exactly ``encode_properties(properties)`` given that
+    ``properties == decode_properties(text)``: true iff no segment was dropped or repeated
+    (each of the ``len(properties)`` pairs ends with a 0x02, and nothing follows the last)."""
+    if not text:
+        return not properties
+    return text[-1] == PROPERTY_SEPARATOR and text.count(PROPERTY_SEPARATOR) == len(properties)
 
 
 # -- commitlog records (pulled bodies) -------------------------------------------------------
@@ -333,9 +365,103 @@ def _host_text(address: bytes) -> str:
     return str(ipaddress.ip_address(address))
 
 
+_V6_HOSTS = _BORNHOST_V6 | _STOREHOST_V6
+# TOTALSIZE .. BODYLEN of a record with IPv4 hosts (nearly every record): one unpack.
+_REC_V4 = struct.Struct(">iIiiiqqiq 4si q 4si iq i")
+_host_texts: dict[bytes, str] = {}  # address bytes -> text; a client sees few hosts
+_HOST_TEXTS_MAX: Final = 1024
+
+
+def _host_text_cached(address: bytes) -> str:
+    text = _host_texts.get(address)
+    if text is None:
+        if len(_host_texts) >= _HOST_TEXTS_MAX:
+            _host_texts.clear()
+        text = _host_texts[address] = _host_text(address)
+    return text
+
+
+def _decode_plain_record(buf: bytes, pos: int, decompress: bool) -> tuple[RecordFields, int] | None:
+    """``_decode_record`` for the common record (V1 magic, IPv4 hosts, no body to inflate)
+    with one unpack and fewer checks: consumers decode every message they get. Anything else,
+    or anything wrong, returns None: ``_decode_record`` then reads it and names the fault."""
+    end = len(buf)
+    if end - pos < _REC_V4.size:
+        return None
+    (
+        total,
+        magic,
+        crc,
+        queue_id,
+        flag,
+        queue_offset,
+        commitlog_offset,
+        sys_flag,
+        born_ts,
+        born,
+        born_port,
+        store_ts,
+        store,
+        store_port,
+        reconsume,
+        prepared,
+        body_len,
+    ) = _REC_V4.unpack_from(buf, pos)
+    if (
+        magic != MESSAGE_MAGIC_CODE_V1
+        or sys_flag & _V6_HOSTS
+        or (decompress and sys_flag & _COMPRESSED)
+        or total > end - pos
+        or total < _REC_V4.size
+        or body_len < 0
+    ):
+        return None
+    rec_end = pos + total
+    p = pos + _REC_V4.size + body_len  # at TOPICLEN
+    topic_end = p + 1 + buf[p] if p < rec_end else rec_end  # a byte; over 127 is negative
+    if topic_end + 2 > rec_end or buf[p] > 127:
+        return None
+    props_len = (buf[topic_end] << 8) | buf[topic_end + 1]
+    if props_len > 0x7FFF or topic_end + 2 + props_len != rec_end:  # a short: negative
+        return None
+    properties = decode_properties(_decode_utf8(buf[topic_end + 2 : rec_end])) if props_len else {}
+    properties.pop("__CRC32#", None)  # the store's, not user data (see _decode_record)
+    fields = (
+        _decode_utf8(buf[p + 1 : topic_end]),
+        buf[pos + _REC_V4.size : pos + _REC_V4.size + body_len],
+        flag,
+        properties,
+        queue_id,
+        queue_offset,
+        commitlog_offset,
+        sys_flag,
+        born_ts,
+        _host_text_cached(born),
+        born_port,
+        store_ts,
+        _host_text_cached(store),
+        store_port,
+        reconsume,
+        prepared,
+        crc,
+        total,
+        (store + _OFFSET_ID_TAIL.pack(store_port, commitlog_offset)).hex().upper(),
+    )
+    return fields, rec_end
+
+
+# topic, body, flag, properties, queue id, queue offset, commitlog offset, sys flag, born
+# timestamp, born host, born port, store timestamp, store host, store port, reconsume times,
+# prepared transaction offset, body CRC, store size, offset message id: MessageExt's fields.
+RecordFields = tuple[
+    str, bytes, int, dict[str, str], int, int, int, int, int, str, int, int, str, int, int, int,
+    int, int, str,
+]  # fmt: skip
+
+
 def _decode_record(
     buf: bytes, pos: int, *, decompress: bool, check_crc: bool
-) -> tuple[MessageExt, int]:
+) -> tuple[RecordFields, int]:
     end = len(buf)
     if end - pos < _REC_HEAD.size:
         raise _RecordError("truncated record header", pos)
@@ -413,8 +539,54 @@ def _decode_record(
             body = zlib.decompress(body)
         except zlib.error as e:
             raise _RecordError(f"body does not inflate: {e}", pos) from None
-    store_host = _host_text(store)
-    message = MessageExt(
+    # The order of RecordFields.
+    fields = (
+        topic,
+        body,
+        flag,
+        properties,
+        queue_id,
+        queue_offset,
+        commitlog_offset,
+        sys_flag,
+        born_ts,
+        _host_text_cached(born),
+        born_port,
+        store_ts,
+        _host_text_cached(store),
+        store_port,
+        reconsume,
+        prepared,
+        crc,
+        total,
+        (store + _OFFSET_ID_TAIL.pack(store_port, commitlog_offset)).hex().upper(),
+    )
+    return fields, rec_end
+
+
+def _message_ext(fields: RecordFields) -> MessageExt:
+    (
+        topic,
+        body,
+        flag,
+        properties,
+        queue_id,
+        queue_offset,
+        commitlog_offset,
+        sys_flag,
+        born_ts,
+        born_host,
+        born_port,
+        store_ts,
+        store_host,
+        store_port,
+        reconsume,
+        prepared,
+        crc,
+        total,
+        offset_id,
+    ) = fields
+    return MessageExt(
         topic=topic,
         body=body,
         flag=flag,
@@ -424,7 +596,7 @@ def _decode_record(
         commitlog_offset=commitlog_offset,
         sys_flag=sys_flag,
         born_timestamp=born_ts,
-        born_host=_host_text(born),
+        born_host=born_host,
         born_port=born_port,
         store_timestamp=store_ts,
         store_host=store_host,
@@ -433,9 +605,31 @@ def _decode_record(
         prepared_transaction_offset=prepared,
         body_crc=crc,
         store_size=total,
-        offset_msg_id=(store + _OFFSET_ID_TAIL.pack(store_port, commitlog_offset)).hex().upper(),
+        offset_msg_id=offset_id,
     )
-    return message, rec_end
+
+
+def decode_record_fields(
+    data: bytes | bytearray | memoryview, *, decompress: bool = True, check_crc: bool = False
+) -> list[RecordFields]:
+    """``decode_messages`` as plain tuples (``RecordFields`` order), for readers that build
+    their own message type: a consumer decodes every message it receives, and a second
+    object per message is a measurable share of that."""
+    buf = bytes(data)
+    out: list[RecordFields] = []
+    pos = 0
+    end = len(buf)
+    while pos < end:
+        plain = None if check_crc else _decode_plain_record(buf, pos, decompress)
+        if plain is not None:
+            fields, pos = plain
+        else:
+            try:
+                fields, pos = _decode_record(buf, pos, decompress=decompress, check_crc=check_crc)
+            except _RecordError:
+                break
+        out.append(fields)
+    return out
 
 
 def decode_messages(
@@ -457,12 +651,12 @@ def decode_messages(
     pos = 0
     while pos < len(buf):
         try:
-            message, pos = _decode_record(buf, pos, decompress=decompress, check_crc=check_crc)
+            fields, pos = _decode_record(buf, pos, decompress=decompress, check_crc=check_crc)
         except _RecordError as e:
             if strict:
                 raise MalformedBodyError(e.reason, offset=e.offset) from None
             break
-        out.append(message)
+        out.append(_message_ext(fields))
     return out
 
 
@@ -472,9 +666,10 @@ def decode_message(
     """Decode exactly one record (VIEW_MESSAGE_BY_ID, CHECK_TRANSACTION_STATE bodies)."""
     buf = bytes(data)
     try:
-        message, end = _decode_record(buf, 0, decompress=decompress, check_crc=check_crc)
+        fields, end = _decode_record(buf, 0, decompress=decompress, check_crc=check_crc)
     except _RecordError as e:
         raise MalformedBodyError(e.reason, offset=e.offset) from None
+    message = _message_ext(fields)
     if end != len(buf):
         raise MalformedBodyError(f"{len(buf) - end} bytes after the record", offset=end)
     return message

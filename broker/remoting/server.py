@@ -27,6 +27,7 @@ from broker.protocol import (
     RemotingCommand,
     ResponseCode,
     encode_frame,
+    encode_frame_parts,
 )
 from broker.protocol.codes import RPC_ONEWAY
 
@@ -140,7 +141,9 @@ class Connection(asyncio.Protocol):
         except Exception as error:  # one request's failure must not reach the event loop
             self._handler_failed(request, error)
             return
-        if inspect.isawaitable(result):
+        if type(result) is RemotingCommand:  # the common case, checked first: every request
+            self.send_response(request, result)
+        elif inspect.isawaitable(result):
             self._in_flight += 1
             task = asyncio.ensure_future(self._finish(request, result))
             self._tasks.add(task)
@@ -189,19 +192,23 @@ class Connection(asyncio.Protocol):
     def send_response(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
         if response is None or request.flag & RPC_ONEWAY:
             return  # a oneway request gets no answer, as in RocketMQ
-        self.write(encode_frame(response))
+        # header and body apart: a pulled body goes to the socket without a copy
+        self.write(*encode_frame_parts(response))
 
-    def write(self, data: bytes) -> None:
+    def write(self, *data: bytes) -> None:
+        """Queue bytes (one frame, possibly in parts) for the client."""
         if self.closed or self.transport is None:
             return
         if self._pending_writes is not None:
-            self._pending_writes.append(data)
+            self._pending_writes.extend(data)
         elif self._corked is not None:
-            self._corked.append(data)
+            self._corked.extend(data)
         else:
-            # Responses finished by tasks (long polls, sync flushes) in one loop turn share one
-            # system call.
-            self._corked = [data]
+            # A response finished by a task (a long poll woken by a message, a sync flush) goes
+            # out at once; the ones finished after it in the same loop turn share one system
+            # call at the end of the turn.
+            self.transport.writelines(data)
+            self._corked = []
             asyncio.get_running_loop().call_soon(self._flush_corked)
 
     def _flush_corked(self) -> None:

@@ -1,0 +1,511 @@
+"""The per-message fast paths agree with the general code they shortcut.
+
+Header codecs are compiled per class; record decoding has a shortcut for the common record;
+the JSON header, the producer's send request, the broker's offset message ids and property
+parsing are written out by hand. Each is checked here against a straightforward reference
+(the general code, or the rule as written before), on generated and corrupted inputs, errors
+included. Also: client timeouts (one timer per connection) and the iterator's slots.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import zlib
+from typing import Any
+
+import msgspec
+import msgspec.inspect as mi
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker.protocol import (
+    LanguageCode,
+    MalformedHeaderError,
+    RemotingCommand,
+    RequestCode,
+    SerializeType,
+    encode_frame,
+)
+from broker.protocol import headers as H
+from broker.protocol import message_codec as MC
+from broker.protocol.codes import MessageSysFlag
+from broker.protocol.frames import _encode_json_header, _JsonHeaderOut
+from client import ConsumeResult, Message, MessageQueue, Producer, PushConsumer, ReceivedMessage
+from client.connection import Connection, make_request
+from client.errors import RequestTimeoutError
+
+from .test_client_fake_server import fake_cluster, wait_until
+
+HEADER_CLASSES = sorted(
+    (
+        obj
+        for name in H.__all__
+        if isinstance(obj := getattr(H, name), type)
+        and issubclass(obj, H.RemotingHeader)
+        and obj is not H.RemotingHeader
+    ),
+    key=lambda c: c.__name__,
+)
+
+# -- header codecs: the generic loop they replace ----------------------------------------------
+
+_INTEGER_TEXT = re.compile(r"[+-]?[0-9]+")
+
+
+def _spec(cls: type[H.RemotingHeader]) -> list[tuple[str, str, int, bool, int, int]]:
+    info = mi.type_info(cls)
+    assert isinstance(info, mi.StructType)
+    out = []
+    for f in info.fields:
+        kind, low, high, _ = H._kind_of(f.type, f.name)
+        out.append((f.name, f.encode_name, kind, f.required, low, high))
+    return out
+
+
+def reference_to_ext(header: H.RemotingHeader) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for attr, key, kind, _, _, _ in _spec(type(header)):
+        value = getattr(header, attr)
+        if value is None:
+            continue
+        if kind == H._STR:
+            out[key] = value
+        elif kind == H._INT:
+            out[key] = f"{value:d}"
+        elif kind == H._BOOL:
+            out[key] = "true" if value else "false"
+        else:
+            out[key] = H._java_double(value)
+    return out
+
+
+def reference_from_ext(cls: type[H.RemotingHeader], ext: dict[str, str]) -> H.RemotingHeader:
+    kwargs: dict[str, Any] = {}
+    for attr, key, kind, required, low, high in _spec(cls):
+        raw = ext.get(key)
+        if raw is None or (not raw and kind != H._STR):
+            if required:
+                raise MalformedHeaderError(key, raw, "required field is missing")
+            continue
+        if kind == H._STR:
+            kwargs[attr] = raw
+        elif kind == H._INT:
+            if not (raw.isascii() and raw.isdigit()) and not _INTEGER_TEXT.fullmatch(raw):
+                raise MalformedHeaderError(key, raw, "not an integer")
+            value = int(raw)
+            if not low <= value <= high:
+                raise MalformedHeaderError(key, raw, f"out of range [{low}, {high}]")
+            kwargs[attr] = value
+        elif kind == H._BOOL:
+            kwargs[attr] = raw.lower() == "true"
+        else:
+            try:
+                if "_" in raw:
+                    raise ValueError(raw)
+                kwargs[attr] = float(raw)
+            except ValueError:
+                raise MalformedHeaderError(key, raw, "not a number") from None
+    return cls(**kwargs)
+
+
+def outcome(fn: Any, *args: Any) -> Any:
+    try:
+        return ("ok", fn(*args))
+    except MalformedHeaderError as e:
+        return ("error", str(e))
+
+
+# Values that hit every branch: small ints (the cached ones and just past), signs, zeros,
+# spaces, non-ASCII digits, Java int/long limits, booleans in any case, floats, junk.
+HEADER_TEXT = st.one_of(
+    st.sampled_from(
+        [
+            "", "0", "1", "7", "1023", "1024", "-1", "+5", "007", " 5", "5 ", "٣", "1_0",
+            "2147483647", "2147483648", "-2147483648", "-2147483649", "9223372036854775807",
+            "9223372036854775808", "true", "TRUE", "True", "false", "FALSE", "yes", "1.5",
+            "NaN", "-Infinity", "1e3", "abc",
+        ]
+    ),
+    st.integers(-(2**64), 2**64).map(str),
+    st.text(max_size=6),
+)  # fmt: skip
+
+
+@settings(max_examples=30)
+@given(data=st.data())
+@pytest.mark.parametrize("cls", HEADER_CLASSES, ids=lambda c: c.__name__)
+def test_compiled_header_decoder_matches_the_generic_loop(
+    cls: type[H.RemotingHeader], data: st.DataObject
+) -> None:
+    keys = [key for _, key, *_ in _spec(cls)]
+    ext = data.draw(st.dictionaries(st.sampled_from(keys + ["other"]), HEADER_TEXT))
+    assert outcome(cls.from_ext_fields, ext) == outcome(reference_from_ext, cls, ext)
+
+
+@settings(max_examples=20)
+@given(data=st.data())
+@pytest.mark.parametrize("cls", HEADER_CLASSES, ids=lambda c: c.__name__)
+def test_compiled_header_encoder_matches_the_generic_loop(
+    cls: type[H.RemotingHeader], data: st.DataObject
+) -> None:
+    info = mi.type_info(cls)
+    assert isinstance(info, mi.StructType)
+    strategies = {}
+    for f in info.fields:
+        kind, low, high, nullable = H._kind_of(f.type, f.name)
+        base = {
+            H._STR: st.text(max_size=8),
+            H._INT: st.integers(low, high),
+            H._BOOL: st.booleans(),
+            H._FLOAT: st.floats(allow_nan=False),
+        }[kind]
+        strategies[f.name] = st.none() | base if nullable else base
+    header = data.draw(st.builds(cls, **strategies))
+    ext = header.to_ext_fields()
+    assert ext == reference_to_ext(header)
+    assert list(ext) == list(reference_to_ext(header))  # same order: same JSON bytes
+
+
+@settings(max_examples=300)
+@given(st.dictionaries(st.sampled_from(list("abcdefghijklmn") + ["x"]), HEADER_TEXT))
+def test_v2_send_header_parses_as_v2_then_v1(ext: dict[str, str]) -> None:
+    def two_steps(ext: dict[str, str]) -> H.SendMessageRequestHeader:
+        return H.SendMessageRequestHeaderV2.from_ext_fields(ext).to_v1()
+
+    fast = outcome(H.parse_send_message_header, RequestCode.SEND_MESSAGE_V2, ext)
+    assert fast == outcome(two_steps, ext)
+
+
+def test_v2_send_header_of_the_sdk() -> None:
+    producer = Producer("g", namesrv="127.0.0.1:1")
+    header = producer._header(MessageQueue("T", "b", 3), "WAIT\x01true\x02", flag=5)
+    ext = header.to_ext_fields()
+    parsed = H.parse_send_message_header(RequestCode.SEND_MESSAGE_V2, ext)
+    assert parsed == header.to_v1()
+    assert H.parse_send_message_header(RequestCode.SEND_BATCH_MESSAGE, ext) == header.to_v1()
+
+
+# -- properties ----------------------------------------------------------------------------------
+
+
+def reference_decode_properties(text: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for segment in text.split("\x02"):
+        index = segment.find("\x01")
+        if len(segment) >= 3 and 0 < index < len(segment) - 1:
+            out[segment[:index]] = segment[index + 1 :]
+    return out
+
+
+@settings(max_examples=500)
+@given(st.text(alphabet="ab\x01\x02é", max_size=16))
+def test_decode_properties_follows_the_java_rule(text: str) -> None:
+    assert MC.decode_properties(text) == reference_decode_properties(text)
+
+
+# -- records -------------------------------------------------------------------------------------
+
+HOSTS = st.sampled_from(["127.0.0.1", "10.1.2.3", "::1", "fe80::1"])
+RECORDS = st.builds(
+    MC.MessageExt,
+    topic=st.one_of(st.text("Tab%_-", min_size=1, max_size=12), st.just("T" * 200)),
+    body=st.binary(max_size=40),
+    flag=st.integers(-(2**31), 2**31 - 1),
+    properties=st.dictionaries(
+        st.text("KEYS_abc", min_size=1, max_size=6), st.text("ab\x01é ", max_size=6)
+    ),
+    queue_id=st.integers(0, 7),
+    queue_offset=st.integers(0, 2**40),
+    commitlog_offset=st.integers(0, 2**40),
+    sys_flag=st.sampled_from([0, int(MessageSysFlag.COMPRESSED), 4, 8]),
+    born_host=HOSTS,
+    born_port=st.integers(0, 65535),
+    store_host=HOSTS,
+    store_port=st.integers(0, 65535),
+    reconsume_times=st.integers(0, 20),
+)
+
+
+def general_decode(data: bytes, decompress: bool = True) -> list[MC.RecordFields]:
+    out = []
+    pos = 0
+    while pos < len(data):
+        try:
+            fields, pos = MC._decode_record(data, pos, decompress=decompress, check_crc=False)
+        except MC._RecordError:
+            break
+        out.append(fields)
+    return out
+
+
+@settings(max_examples=150)
+@given(st.lists(RECORDS, max_size=4), st.data())
+def test_record_shortcut_matches_the_general_decoder(
+    messages: list[MC.MessageExt], data: st.DataObject
+) -> None:
+    messages = [
+        msgspec.structs.replace(m, body=zlib.compress(m.body))
+        if m.sys_flag & MessageSysFlag.COMPRESSED
+        else m
+        for m in messages
+    ]
+    body = bytearray(b"".join(MC.encode_message_record(m) for m in messages))
+    # corrupt some of them: flipped bytes and cut tails must end the list the same way
+    if body and data.draw(st.booleans()):
+        for _ in range(data.draw(st.integers(1, 3))):
+            i = data.draw(st.integers(0, len(body) - 1))
+            body[i] = data.draw(st.integers(0, 255))
+    if body and data.draw(st.booleans()):
+        del body[data.draw(st.integers(0, len(body) - 1)) :]
+    raw = bytes(body)
+    for decompress in (True, False):
+        assert MC.decode_record_fields(raw, decompress=decompress) == general_decode(
+            raw, decompress
+        )
+    queue = MessageQueue("T", "broker-a", 1)
+    views = [ReceivedMessage.from_ext(m, queue) for m in MC.decode_messages(raw)]
+    fast = ReceivedMessage.from_records(raw, queue)
+    assert fast == views
+    assert [vars(m) for m in fast] == [vars(m) for m in views]
+
+
+def test_record_shortcut_refuses_a_negative_properties_length() -> None:
+    # 40000 bytes of properties: as a Java short the length is negative, the record is bad
+    record = MC.encode_message_record(MC.MessageExt(topic="T", body=b"x", properties={}))
+    big = record[:-2] + (40000).to_bytes(2, "big") + b"a\x01b\x02" * 10000
+    big = len(big).to_bytes(4, "big") + big[4:]
+    assert MC.decode_record_fields(big) == general_decode(big) == []
+
+
+# -- frames --------------------------------------------------------------------------------------
+
+
+def reference_json_header(cmd: RemotingCommand) -> bytes:
+    return msgspec.json.encode(
+        _JsonHeaderOut(
+            code=cmd.code,
+            extFields=msgspec.UNSET if cmd.ext_fields is None else cmd.ext_fields,
+            flag=cmd.flag,
+            language=LanguageCode(cmd.language).name,
+            opaque=cmd.opaque,
+            remark=msgspec.UNSET if cmd.remark is None else cmd.remark,
+            serializeTypeCurrentRPC="JSON",
+            version=cmd.version,
+        )
+    )
+
+
+@given(
+    st.builds(
+        RemotingCommand,
+        code=st.integers(-(2**31), 2**31 - 1),
+        language=st.sampled_from(list(LanguageCode)),
+        version=st.integers(-(2**31), 2**31 - 1),
+        opaque=st.integers(-(2**31), 2**31 - 1),
+        flag=st.integers(-(2**31), 2**31 - 1),
+        remark=st.none() | st.text(max_size=8),
+        ext_fields=st.none() | st.dictionaries(st.text(max_size=5), st.text(max_size=5)),
+    )
+)
+def test_json_header_encoder(cmd: RemotingCommand) -> None:
+    assert _encode_json_header(cmd) == reference_json_header(cmd)
+
+
+# -- the producer's request ----------------------------------------------------------------------
+
+
+def test_send_request_is_the_v2_header_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(time, "time", lambda: 1700000000.123)
+    producer = Producer("g", namesrv="127.0.0.1:1")
+    for mq, flag in [
+        (MessageQueue("T", "broker-a", 3), 0),
+        (MessageQueue("T", "broker-a", 3), 9),
+        (MessageQueue("U", "broker-b", 0), 0),
+    ]:
+        fast = producer._send_request(mq, "WAIT\x01true\x02", b"body", flag)
+        header = producer._header(mq, "WAIT\x01true\x02", flag=flag)
+        slow = make_request(RequestCode.SEND_MESSAGE_V2, header, body=b"body")
+        assert encode_frame(fast) == encode_frame(slow)
+    producer.group = "other"  # public attributes: a change is seen
+    producer.default_topic_queue_nums = 16
+    mq = MessageQueue("T", "broker-a", 3)
+    ext = producer._send_request(mq, "p", b"b", 0).ext_fields
+    assert ext is not None and (ext["a"], ext["d"]) == ("other", "16")
+
+
+# -- the broker's offset message id --------------------------------------------------------------
+
+
+async def test_send_answers_the_brokers_offset_message_id() -> None:
+    from broker.app import Broker
+    from broker.handlers.send import _offset_msg_id
+
+    async with Broker(port=0, store=None) as broker:
+
+        class Conn:
+            attributes: dict[str, Any] = {}
+
+        for offset in (0, 1, 1234567, 2**40 + 5, 2**63 - 1):
+            assert _offset_msg_id(broker, Conn(), offset) == broker.offset_msg_id(offset)  # type: ignore[arg-type]
+
+
+# -- client timeouts -----------------------------------------------------------------------------
+
+
+async def _silent_server() -> tuple[asyncio.Server, str]:
+    class Silent(asyncio.Protocol):
+        pass
+
+    server = await asyncio.get_running_loop().create_server(Silent, "127.0.0.1", 0)
+    return server, f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+
+async def test_a_short_timeout_is_not_held_back_by_a_longer_one() -> None:
+    server, addr = await _silent_server()
+    conn = await Connection.open(addr)
+    try:
+        route = RequestCode.GET_ROUTEINFO_BY_TOPIC
+        long = asyncio.create_task(conn.invoke(make_request(route), 30_000))
+        await asyncio.sleep(0)
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(RequestTimeoutError):
+            await conn.invoke(make_request(route), 50)
+        # a guard against waiting for the 30 s one, not a timing assertion
+        assert asyncio.get_running_loop().time() - started < 10
+        results = await asyncio.gather(
+            *(conn.invoke(make_request(route), 20 + 10 * i) for i in range(5)),
+            return_exceptions=True,
+        )
+        assert all(isinstance(r, RequestTimeoutError) for r in results)
+        assert not long.done() and conn.requests_pending == 1
+        long.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await long
+        assert conn.requests_pending == 0 and not conn._deadlines
+    finally:
+        await conn.aclose()
+        server.close()
+
+
+# -- the iterator's slots ------------------------------------------------------------------------
+
+
+async def test_iterator_holds_at_most_consume_concurrency_unacknowledged() -> None:
+    async with fake_cluster() as cluster:
+        cluster.add_topic("T", 1)
+        broker = cluster.brokers[0]
+        for i in range(4):
+            await broker.put("T", 0, b"m%d" % i, {"UNIQ_KEY": f"U{i}"})
+        consumer = PushConsumer(
+            "CG",
+            namesrv=broker.addr,
+            client_ip="127.0.0.1",
+            consume_from="first",
+            consume_concurrency=2,
+        )
+        consumer.subscribe("T")
+        async with consumer:
+            first = await consumer.receive(timeout_ms=5000)
+            second = await consumer.receive(timeout_ms=5000)
+            with pytest.raises(TimeoutError):  # both slots are taken
+                await consumer.receive(timeout_ms=200)
+            await consumer.ack(first)
+            third = await consumer.receive(timeout_ms=5000)
+            await consumer.ack(second, ConsumeResult.SUCCESS)
+            await consumer.ack(third)
+            fourth = await consumer.receive(timeout_ms=5000)
+            await consumer.ack(fourth)
+            await wait_until(
+                lambda: consumer.committed_offset(MessageQueue("T", "broker-a", 0)) == 4
+            )
+        assert [m.body for m in (first, second, third, fourth)] == [b"m0", b"m1", b"m2", b"m3"]
+
+
+async def test_listener_mode_consumes_a_batch_concurrently() -> None:
+    async with fake_cluster() as cluster:
+        cluster.add_topic("T", 1)
+        broker = cluster.brokers[0]
+        for i in range(6):
+            await broker.put("T", 0, b"m%d" % i, {"UNIQ_KEY": f"U{i}"})
+        running = 0
+        peak = 0
+        release = asyncio.Event()
+
+        async def listener(message: ReceivedMessage) -> None:
+            nonlocal running, peak
+            running += 1
+            peak = max(peak, running)
+            await release.wait()
+            running -= 1
+
+        consumer = PushConsumer(
+            "CG",
+            namesrv=broker.addr,
+            client_ip="127.0.0.1",
+            consume_from="first",
+            consume_concurrency=4,
+            listener=listener,
+        )
+        consumer.subscribe("T")
+        async with consumer:
+            await wait_until(lambda: peak == 4)  # one pulled batch, spread over the workers
+            release.set()
+            await wait_until(
+                lambda: consumer.committed_offset(MessageQueue("T", "broker-a", 0)) == 6
+            )
+
+
+def test_send_request_carries_the_message() -> None:
+    producer = Producer("g", namesrv="127.0.0.1:1")
+    props = producer._properties(Message(topic="T", body=b"x", tags="A", keys=["k"]))
+    text = producer._properties_text(props)
+    cmd = producer._send_request(MessageQueue("T", "b", 0), text, b"x", 3)
+    assert cmd.code == RequestCode.SEND_MESSAGE_V2 and cmd.serialize_type == SerializeType.JSON
+    assert cmd.ext_fields is not None and cmd.ext_fields["i"] == text and cmd.ext_fields["h"] == "3"
+
+
+# -- batches -------------------------------------------------------------------------------------
+
+
+@settings(max_examples=300)
+@given(st.text(alphabet="ab\x01\x02", max_size=14))
+def test_canonical_properties_means_reencoding_gives_the_same_text(text: str) -> None:
+    properties = MC.decode_properties(text)
+    assert MC.is_canonical_properties(text, properties) == (
+        MC.encode_properties(properties) == text
+    )
+
+
+async def test_batch_stores_each_messages_properties_as_re_encoding_would() -> None:
+    from broker.app import Broker
+    from broker.handlers.send import handle_send
+
+    texts = [
+        "UNIQ_KEY\x01A\x02WAIT\x01true\x02",  # canonical: stored as sent
+        "b\x01x\x02a\x011\x02a\x012\x02\x01bad\x02tail",  # repeated, malformed: re-encoded
+        "",
+    ]
+    batch = MC.encode_batch_texts((b"m%d" % i, i, text) for i, text in enumerate(texts))
+    async with Broker(port=0, store=None) as broker:
+        producer = Producer("g", namesrv="127.0.0.1:1")
+        header = producer._header(MessageQueue("BatchT", "broker-a", 0), "WAIT\x01true\x02")
+        request = make_request(RequestCode.SEND_BATCH_MESSAGE, header, body=batch)
+
+        class Conn:
+            remote_address = "127.0.0.1:5555"
+            attributes: dict[str, Any] = {}
+
+        response = handle_send(broker, request, Conn())  # type: ignore[arg-type]
+        assert isinstance(response, RemotingCommand) and response.code == 0
+        assert response.ext_fields is not None
+        assert response.ext_fields["transactionId"] == "A,,"
+        got = broker.store.get_messages("BatchT", 0, 0, 10)
+        records = MC.decode_messages(b"".join(bytes(v) for _, _, v in got.messages))
+        assert [r.body for r in records] == [b"m0", b"m1", b"m2"]
+        for record, text in zip(records, texts, strict=True):
+            assert record.properties == MC.decode_properties(text)
+        ids = response.ext_fields["msgId"].split(",")
+        assert ids == [broker.offset_msg_id(p) for _, p, _ in got.messages]
