@@ -21,7 +21,6 @@ from store.errors import StoreFullError
 
 __all__ = ["Backend", "DiskBackend", "MemoryBackend", "Segment"]
 
-_PAGE = mmap.PAGESIZE
 
 
 class Segment:
@@ -60,6 +59,9 @@ class Segment:
         self.view.release()
 
 
+_datasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
+
+
 class _DiskSegment(Segment):
     __slots__ = ("_fd", "_map", "path")
 
@@ -69,17 +71,19 @@ class _DiskSegment(Segment):
         self.path = path
         super().__init__(path.name, size, memoryview(self._map))
 
+    # Durability through fdatasync on the file, not mmap.flush: on Linux msync(MS_SYNC) is a
+    # vfs_fsync_range of the same file, so the pages written through the mapping are covered,
+    # but CPython's mmap.flush holds the GIL for the whole msync (it froze the event loop for
+    # 15-43 ms per flush under load) while os.fdatasync releases it.
     def flush(self) -> None:
         if self._dirty_to > self._dirty_from:
-            start = self._dirty_from - self._dirty_from % _PAGE
-            self._map.flush(start, self._dirty_to - start)
+            _datasync(self._fd)
         super().flush()
 
     def flush_range(self, start: int, end: int) -> None:
         assert 0 <= start <= end <= self.size
         if end > start:
-            aligned = start - start % _PAGE
-            self._map.flush(aligned, end - aligned)
+            _datasync(self._fd)
 
     def close(self) -> None:
         super().close()
