@@ -327,8 +327,8 @@ def to_message(
             else definition_pb2.Encoding.IDENTITY
         ),
         message_type=message_type_of(properties),
-        born_host=properties.get("__BORNHOST") or _host_text(record.born_host),
-        store_host=_host_text(record.store_host),
+        born_host=properties.get("__BORNHOST") or str(record.born_host),
+        store_host=str(record.store_host),
         queue_id=record.queue_id,
         queue_offset=record.queue_offset,
         delivery_attempt=(
@@ -367,7 +367,3 @@ def to_message(
         system_properties=system,
         body=record.body,
     )
-
-
-def _host_text(host: Host) -> str:
-    return str(host)

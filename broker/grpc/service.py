@@ -27,7 +27,13 @@ from broker.grpc.convert import (
     to_message,
     to_put_message,
 )
-from broker.grpc.sessions import DEFAULT_INVISIBLE_MS, Renewal, SessionRegistry, settings_reply
+from broker.grpc.sessions import (
+    DEFAULT_INVISIBLE_MS,
+    TELEMETRY_QUEUE_MAX,
+    Renewal,
+    SessionRegistry,
+    settings_reply,
+)
 from broker.grpc.stubs import definition_pb2, service_pb2, service_pb2_grpc
 from broker.handlers.pull import parse_tag_expression
 from broker.services.groups import validate_group_name
@@ -320,7 +326,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             )
             return
         session = self.sessions.touch(call.client_id)
-        outbox: asyncio.Queue[Any] = asyncio.Queue(maxsize=1024)
+        outbox: asyncio.Queue[Any] = asyncio.Queue(maxsize=TELEMETRY_QUEUE_MAX)
         session.outbox = outbox
         closed = object()
 
