@@ -4,6 +4,7 @@
 
 Rows (1 KiB bodies, each with TAGS, KEYS and a 32-char UNIQ_KEY, 8 queues):
   ceiling append    the same encoded record bytes written with a buffered file, one write each
+                    (best of three tries in the round)
   store.put         one message per call: commitlog + consume queue + index (2 keys) dispatch,
                     plus a state change record for every 100th message
   store.put_many    the same in batches of 32
@@ -145,7 +146,9 @@ def main() -> None:
                         break
                     records.append(data[position : position + size])
                     position += size
-            rate_ceil = ceiling_append(work / "ceiling.bin", records)
+            # The page cache makes a fresh file's write rate swing by 2x here from one try to the
+            # next; the best of three is the ceiling (a conservative one for the ratios).
+            rate_ceil = max(ceiling_append(work / f"ceiling{n}.bin", records) for n in range(3))
             read_rate = ceiling_read(segments)
             scan_rate, scanned = scan(segments)
             assert scanned >= len(messages)

@@ -5,7 +5,7 @@ magic code and self-address and checked to chain exactly) or, where that does no
 the record-by-record :func:`sparkexport.scan.walk`. Everything after it is vectorised: fixed
 fields come from one gather of the 88-byte record heads, strings and bodies are cut out of the
 mapped file by Arrow ``take``, properties are split by Arrow compute kernels, and only the CRC
-is a loop (``zlib.crc32`` per record). Rows the options drop are dropped right after the topic and store
+is a loop (``store.crc.crc32`` per record). Rows the options drop are dropped right after the topic and store
 time are known, before the expensive columns are built.
 
 The schema (:data:`ARROW_SCHEMA`) is what Spark expects for :data:`SPARK_SCHEMA_DDL` byte for
@@ -16,7 +16,6 @@ byte: int for 4-byte fields, long for 8-byte ones and for unsigned 4-byte ones (
 from __future__ import annotations
 
 import mmap
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +39,7 @@ from sparkexport.scan import (
     scan_range,
     walk,
 )
+from store.crc import crc32 as fast_crc32
 from store.record import CRC_PROPERTY_LENGTH, CRC_PROPERTY_NAME, MAGIC_V1, MAGIC_V2, Host
 
 __all__ = [
@@ -528,7 +528,7 @@ class BatchBuilder:
                 needs &= physical < plan.record_crc_until
         starts = np.where(needs, rows.pos, rows.body_at)
         stops = np.where(needs, end - CRC_PROPERTY_LENGTH, rows.body_at + rows.body_len)
-        crc32, buf = zlib.crc32, self.buf  # slicing the mmap (a copy) beats memoryview slices
+        crc32, buf = fast_crc32, self.buf  # slicing the mmap (a copy) beats memoryview slices
         computed = np.fromiter(
             [crc32(buf[a:b]) for a, b in zip(starts.tolist(), stops.tolist(), strict=True)],
             dtype=np.int64,

@@ -13,10 +13,10 @@ from __future__ import annotations
 import bisect
 import struct
 import threading
-import zlib
 from dataclasses import dataclass
 
 from store import paths
+from store.crc import crc32
 from store.errors import CorruptRecordError, OffsetOutOfRangeError, StoreError
 from store.files import Backend, Segment
 from store.record import (
@@ -254,7 +254,7 @@ class CommitLog:
                 prefix.pack(
                     total,
                     MAGIC_V2 if len(topic) > 127 else MAGIC_V1,
-                    zlib.crc32(body) & 0x7FFFFFFF,
+                    crc32(body) & 0x7FFFFFFF,
                     queue_id,
                     flag,
                     queue_offset,
@@ -281,7 +281,7 @@ class CommitLog:
         view[position:at] = record
         if append_crc:
             # encode_crc_property, inlined: "__CRC32#\x01", ten digits backwards, "\x02"
-            crc = zlib.crc32(record) & 0x7FFFFFFF
+            crc = crc32(record) & 0x7FFFFFFF
             view[at : at + CRC_PROPERTY_LENGTH] = (_CRC_PROPERTY_BACKWARDS % crc)[::-1]
             at += CRC_PROPERTY_LENGTH
         assert at == position + total

@@ -22,7 +22,6 @@ from store.errors import StoreFullError
 __all__ = ["Backend", "DiskBackend", "MemoryBackend", "Segment"]
 
 
-
 class Segment:
     """One fixed-size file: ``view`` covers all of it; ``write`` copies bytes in; ``flush`` syncs."""
 

@@ -311,6 +311,99 @@ class IndexFile:
         self.write_header()
         return stop
 
+    def put_messages(
+        self,
+        messages: Sequence[tuple[str, Sequence[str], int, int]],
+        prefix_hashes: dict[str, int],
+        prefix_hash: Callable[[str], int],
+    ) -> tuple[int, int, Exception | None]:
+        """Hash and append the keys of (topic, keys, phyOffset, storeTimestamp) messages; the
+        caller checked that they all fit. Returns (messages done, keys of the next one done,
+        None) or, when a key could not be hashed, where that happened and the error.
+
+        This is IndexService's append path in one pass: hashCode(topic + "#" + key) is
+        hashCode(topic + "#") * 31**len(key) + hashCode(key) mod 2**32, with hashCode(key) as
+        javahash.ascii_hash computes it, inlined.
+        """
+        count = self.index_count
+        if count <= _FIRST_ENTRY and messages:
+            _topic, _keys, self.begin_phy_offset, self.begin_timestamp = messages[0]
+        begin = self.begin_timestamp
+        view = self.segment.view
+        slots = self.slot_count
+        entries_at = self._entries_at
+        used = self.hash_slot_count
+        unpack_slot = _unpack_slot
+        pack_entry_into = _pack_entry_into
+        pack_slot_into = _pack_slot_into
+        low, high, powers, window, window_base = (
+            LOW_DIGITS,
+            HIGH_DIGITS,
+            POW31,
+            WINDOW_DIGITS,
+            WINDOW_BASE,
+        )
+        done = written = 0
+        last = None
+        try:
+            for message in messages:
+                topic, keys, physical_offset, store_timestamp_ms = message
+                prefix = prefix_hashes.get(topic)
+                if prefix is None:
+                    prefix = prefix_hash(topic)
+                diff = (store_timestamp_ms - begin) // _MS_PER_SECOND if begin > 0 else 0
+                if diff < 0:
+                    diff = 0
+                elif diff > _INT_MAX:
+                    diff = _INT_MAX
+                written = 0
+                for key in keys:
+                    n = len(key)
+                    if n <= CHUNK and key.isascii():
+                        data = key.encode()
+                        digits = data.translate(window)
+                        if digits.isalnum():  # no "?": every code in the window
+                            unsigned = (
+                                prefix * powers[n] + int(digits, 31) + window_base[n]
+                            ) & _MASK32
+                        else:
+                            unsigned = (
+                                prefix * powers[n]
+                                + int(data.translate(low), 31)
+                                + 31 * int(data.translate(high), 31)
+                            ) & _MASK32
+                    else:
+                        unsigned = java_string_hash_unsigned(f"{topic}#{key}")
+                    if unsigned & _SIGN32:
+                        # Math.abs of the negative int; abs(MIN_VALUE) overflows, RocketMQ stores 0
+                        unsigned = ((1 << 32) - unsigned) & _INT_MAX
+                    slot_at = HEADER_SIZE + (unsigned % slots) * SLOT_SIZE
+                    head = unpack_slot(view, slot_at)[0]
+                    if head <= _EMPTY or head >= count:  # a torn or stale slot starts a chain
+                        head = _EMPTY
+                        used += 1
+                    pack_entry_into(
+                        view, entries_at + count * ENTRY_SIZE, unsigned, physical_offset, diff, head
+                    )
+                    pack_slot_into(view, slot_at, count)
+                    count += 1
+                    written += 1
+                if written:
+                    last = message
+                done += 1
+        except Exception as error:
+            return done, written, error
+        finally:
+            if count != self.index_count:
+                self.index_count = count
+                self.hash_slot_count = used
+                if written and done < len(messages):
+                    last = messages[done]  # stopped inside this message, after some keys
+                if last is not None:
+                    _topic, _keys, self.end_phy_offset, self.end_timestamp = last
+                self.write_header()
+        return done, 0, None
+
     def time_matched(self, begin_ms: int, end_ms: int) -> bool:
         """RocketMQ's overlap test of [begin_ms, end_ms] with [beginTimestamp, endTimestamp]."""
         first, last = self.begin_timestamp, self.end_timestamp
@@ -430,6 +523,7 @@ class IndexService:
         self._prefix_hashes: dict[str, int] = {}
         self._end_phy_offset = -1  # pending keys included
         self._pending: list[tuple[str, Sequence[str], int, int]] = []  # see put_later
+        self._pending_keys = 0  # keys in _pending
         self._unwritten: list[KeyEntry] = []  # hashed, not written: creating a file failed
         # Files that filled up since the last flush_ranges: their tails still need a sync.
         self._filled: list[IndexFile] = []
@@ -550,6 +644,7 @@ class IndexService:
             return
         pending = self._pending
         pending.append((topic, keys, physical_offset, store_timestamp_ms))
+        self._pending_keys += len(keys)
         self._end_phy_offset = physical_offset
         if len(pending) >= _PENDING_MAX:
             self.drain()
@@ -559,8 +654,25 @@ class IndexService:
         if not self._pending and not self._unwritten:
             return
         pending, self._pending = self._pending, []
-        entries, self._unwritten = self._unwritten, []
+        key_count, self._pending_keys = self._pending_keys, 0
+        current = self._files[-1] if self._files else None
         error: Exception | None = None
+        if (
+            not self._unwritten
+            and current is not None
+            and current.entry_count - current.index_count >= key_count
+        ):
+            # The common case: everything fits the newest file; hash and write in one pass.
+            done, written, error = current.put_messages(
+                pending, self._prefix_hashes, self._prefix_hash
+            )
+            if error is None:
+                return
+            # A key that is not text stopped it: skip that key, the rest goes the careful way.
+            topic, keys, physical_offset, store_timestamp_ms = pending[done]
+            rest = (topic, keys[written + 1 :], physical_offset, store_timestamp_ms)
+            pending = [rest, *pending[done + 1 :]]
+        entries, self._unwritten = self._unwritten, []
         try:
             entries += self._hash_keys(pending)
         except Exception as failed:
@@ -577,6 +689,7 @@ class IndexService:
     def drop_pending(self) -> None:
         """Forget keys not yet written, as a killed process would (tests of crash recovery)."""
         self._pending = []
+        self._pending_keys = 0
         self._unwritten = []
         self._refresh_end()
 
@@ -587,44 +700,14 @@ class IndexService:
         return prefix
 
     def _hash_keys(self, messages: list[tuple[str, Sequence[str], int, int]]) -> list[KeyEntry]:
-        """The entries of (topic, keys, physical offset, store time) tuples, keys non-empty:
-        keyHash is abs(hashCode(topic + "#" + key)), 0 when abs overflows (RocketMQ's rule)."""
-        entries: list[KeyEntry] = []
-        append = entries.append
-        prefixes = self._prefix_hashes
-        low, high, powers, window, window_base = (
-            LOW_DIGITS,
-            HIGH_DIGITS,
-            POW31,
-            WINDOW_DIGITS,
-            WINDOW_BASE,
-        )
-        for topic, keys, physical_offset, store_timestamp_ms in messages:
-            prefix = prefixes.get(topic)
-            if prefix is None:
-                prefix = self._prefix_hash(topic)
-            for key in keys:
-                n = len(key)
-                if n <= CHUNK and key.isascii():
-                    # hash(topic#key) = hash(topic#) * 31**len(key) + hash(key), mod 2**32;
-                    # hash(key) as in javahash.ascii_hash, inlined: this runs for every key
-                    data = key.encode()
-                    digits = data.translate(window)
-                    if digits.isalnum():  # no "?": every code in the window
-                        unsigned = (prefix * powers[n] + int(digits, 31) + window_base[n]) & _MASK32
-                    else:
-                        unsigned = (
-                            prefix * powers[n]
-                            + int(data.translate(low), 31)
-                            + 31 * int(data.translate(high), 31)
-                        ) & _MASK32
-                else:
-                    unsigned = java_string_hash_unsigned(f"{topic}#{key}")
-                if unsigned & _SIGN32:
-                    # Math.abs of the negative int; abs(MIN_VALUE) overflows, RocketMQ stores 0
-                    unsigned = ((1 << 32) - unsigned) & _INT_MAX
-                append((unsigned, physical_offset, store_timestamp_ms))
-        return entries
+        """The entries of (topic, keys, physical offset, store time) tuples, keys non-empty.
+        The careful path (a file fills up, a key is not text): IndexFile.put_messages has the
+        fast one."""
+        return [
+            (_abs_hash(java_string_hash_unsigned(topic + "#" + key)), physical_offset, ts)
+            for topic, keys, physical_offset, ts in messages
+            for key in keys  # "+", not an f-string: a key that is not text must raise
+        ]
 
     def _write(self, entries: list[KeyEntry]) -> None:
         """Put hashed entries into the newest file, starting new files as they fill up. If a new

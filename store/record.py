@@ -7,7 +7,7 @@ every later field by 12.
     offset  size  field
          0     4  TOTALSIZE            whole record, this field included
          4     4  MAGICCODE            0xDAA320A7 (V1) or 0xDAA320AB (V2)
-         8     4  BODYCRC              zlib.crc32(body) & 0x7FFFFFFF
+         8     4  BODYCRC              crc32(body) & 0x7FFFFFFF
         12     4  QUEUEID
         16     4  FLAG                 user flag
         20     8  QUEUEOFFSET          logical index in the consume queue
@@ -25,19 +25,20 @@ every later field by 12.
 
 END-OF-FILE filler: 8 bytes, TOTALSIZE = bytes left in the segment, MAGIC = 0xCBD43194.
 
-The hot paths use ``zlib.crc32`` (same values as Java's CRC32, several times faster than crcmod's C
-extension on this machine); the property tests check it against crcmod's ``crc-32`` definition.
+The hot paths use :func:`store.crc.crc32` (zlib's CRC-32, Java's CRC32 values, computed by ISA-L
+when it is installed; both several times faster than crcmod's C extension on this machine); the
+property tests check it against crcmod's ``crc-32`` definition.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import struct
-import zlib
 from collections.abc import Mapping
 
 import msgspec
 
+from store.crc import crc32
 from store.errors import CorruptRecordError, LimitExceededError
 
 __all__ = [
@@ -222,7 +223,7 @@ def with_crc_room(properties: bytes) -> bytes:
 
 def body_crc(body: bytes | memoryview) -> int:
     """RocketMQ's body CRC: CRC-32 (ISO-HDLC, as ``java.util.zip.CRC32``) with the sign bit cleared."""
-    return zlib.crc32(body) & 0x7FFFFFFF
+    return crc32(body) & 0x7FFFFFFF
 
 
 def encode_properties(properties: Mapping[str, str]) -> str:
@@ -347,7 +348,7 @@ def encode_record(
     )
     assert len(encoded) == total
     if append_crc:
-        crc = zlib.crc32(memoryview(encoded)[: total - CRC_PROPERTY_LENGTH]) & 0x7FFFFFFF
+        crc = crc32(memoryview(encoded)[: total - CRC_PROPERTY_LENGTH]) & 0x7FFFFFFF
         encoded = encoded[: total - CRC_PROPERTY_LENGTH] + encode_crc_property(crc)
     return encoded
 
@@ -468,9 +469,9 @@ def check_record(
                 raise CorruptRecordError(
                     "record CRC (__CRC32#) missing or mangled", offset=position
                 )
-            if zlib.crc32(view[position : end - CRC_PROPERTY_LENGTH]) & 0x7FFFFFFF != stored:
+            if crc32(view[position : end - CRC_PROPERTY_LENGTH]) & 0x7FFFFFFF != stored:
                 raise CorruptRecordError("record CRC (__CRC32#) mismatch", offset=position)
-        elif zlib.crc32(view[body_at:topic_at]) & 0x7FFFFFFF != crc:
+        elif crc32(view[body_at:topic_at]) & 0x7FFFFFFF != crc:
             raise CorruptRecordError("body CRC mismatch", offset=position)
     return total
 

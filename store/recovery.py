@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import struct
 import time
-import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from store.crc import crc32
 from store.errors import CorruptRecordError
 from store.record import BLANK_MAGIC, MAGIC_V1, SysFlag, check_record
 
@@ -132,7 +132,6 @@ def scan_records(
     unpack_i32 = _I32.unpack_from
     unpack_i16 = _I16.unpack_from
     unpack_q = _Q.unpack_from
-    crc32 = zlib.crc32
     while True:
         if limit - position < 8:
             return records, position - start, ScanStop(position, "limit")

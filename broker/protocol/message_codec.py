@@ -22,7 +22,8 @@
 
    Magic V1 ``0xDAA320A7`` has a 1-byte topic length, V2 ``0xDAA320AB`` a 2-byte one. SYSFLAG
    bit 0x10 (born host) / 0x20 (store host) selects 16-byte IPv6 addresses. BODYCRC is
-   ``zlib.crc32(body) & 0x7FFFFFFF`` of the stored (possibly compressed) body.
+   ``crc32(body) & 0x7FFFFFFF`` of the stored (possibly compressed) body (ISA-L's CRC-32 when
+   ``isal`` is installed, else zlib's: the same values, see store/crc.py).
 
 This is the client-side reader of those bytes; the store keeps its own record codec.
 """
@@ -36,6 +37,11 @@ from collections.abc import Iterable, Mapping
 from typing import Final
 
 import msgspec
+
+try:  # the store's choice (store/crc.py); this package may not import the store
+    from isal.isal_zlib import crc32 as _crc32
+except ImportError:  # pragma: no cover
+    from zlib import crc32 as _crc32
 
 from .codes import MessageSysFlag
 from .errors import LocalProtocolError, MalformedBodyError
@@ -260,7 +266,7 @@ class MessageExt(msgspec.Struct, kw_only=True):
 
 def body_crc(body: bytes) -> int:
     """BODYCRC as RocketMQ stores it: CRC-32 with the sign bit cleared."""
-    return zlib.crc32(body) & 0x7FFFFFFF
+    return _crc32(body) & 0x7FFFFFFF
 
 
 def offset_msg_id(host: str, port: int, commitlog_offset: int) -> str:

@@ -179,6 +179,8 @@ class TimerService:
                 and record.properties.get("REAL_TOPIC") == topic
                 and store.state_of(record.physical_offset) is MessageState.UNAVAILABLE
             ):
-                store.set_state(record.physical_offset, MessageState.MARKED_FOR_DELETION, "recalled")
+                store.set_state(
+                    record.physical_offset, MessageState.MARKED_FOR_DELETION, "recalled"
+                )
                 return True
         return False

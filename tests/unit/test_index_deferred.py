@@ -193,6 +193,40 @@ def test_a_key_that_is_not_text_costs_only_its_own_message() -> None:
     service.close()
 
 
+def test_a_key_that_is_not_text_costs_only_itself_when_the_file_has_room() -> None:
+    # The one-pass path (the newest file has room for every pending key) stops at the bad key;
+    # the keys before it stay written, the ones after it go the careful way.
+    service = IndexService(MemoryBackend(), slot_count=7, entry_count=100)
+    service.load()
+    service.put("T", ["a"], 10, T0)  # the file exists now
+    service.put_later("T", ("b", 12345, "d"), 20, T0 + 1)  # type: ignore[arg-type]
+    service.put_later("T", ("c",), 30, T0 + 2)
+    with pytest.raises((AttributeError, TypeError)):
+        service.drain()
+    for key, offsets in (("a", [10]), ("b", [20]), ("d", [20]), ("c", [30])):
+        assert service.query("T", key, 0, 2**62) == offsets, key
+    assert [f.entries for f in service.files] == [4]
+    service.close()
+
+
+def test_the_one_pass_drain_writes_the_same_bytes_as_put() -> None:
+    keys = [("a", "b"), ("0000000000000000000000000001E240",), ("x" * 300, "ключ"), ("Aa", "BB")]
+    direct, deferred = MemoryBackend(), MemoryBackend()
+    service = IndexService(direct, slot_count=5, entry_count=1000)
+    later = IndexService(deferred, slot_count=5, entry_count=1000)
+    for index in (service, later):
+        index.load()
+        index.put("T", ["first"], 1, T0)
+    for number in range(200):
+        stamp = T0 + 700 * number
+        service.put("T", list(keys[number % 4]), 100 + number, stamp)
+        later.put_later("T", keys[number % 4], 100 + number, stamp)
+    later.drain()
+    assert index_bytes(deferred) == index_bytes(direct)
+    service.close()
+    later.close()
+
+
 def test_lone_surrogates_hash_as_utf16_units() -> None:
     # Java strings may hold them; String.hashCode sums their code units like any other
     assert java_string_hash_unsigned("a\ud800b") == (97 * 31 * 31 + 0xD800 * 31 + 98) % 2**32

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from store.crc import crc32 as store_crc32
 from store.errors import CorruptRecordError, LimitExceededError
 from store.record import (
     BLANK_MAGIC,
@@ -193,10 +194,20 @@ def test_decode_encode_round_trip(record: MessageRecord) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.binary(max_size=5000))
-def test_fast_crc_agrees_with_crcmod(body: bytes) -> None:
+@given(st.binary(max_size=5000), st.integers(0, 2**32 - 1))
+def test_fast_crc_agrees_with_crcmod(body: bytes, start: int) -> None:
     assert zlib.crc32(body) == CRC32_REFERENCE(body)
+    assert store_crc32(body) == CRC32_REFERENCE(body)
+    assert store_crc32(memoryview(body)[1:]) == CRC32_REFERENCE(body[1:])
+    assert store_crc32(body, start) == zlib.crc32(body, start)  # chained, as zlib's
     assert body_crc(body) == CRC32_REFERENCE(body) & 0x7FFFFFFF
+
+
+def test_the_hot_paths_use_isal_when_it_is_installed() -> None:
+    # pyproject depends on isal; the zlib fallback is for platforms without its wheels.
+    from isal import isal_zlib
+
+    assert store_crc32 is isal_zlib.crc32
 
 
 @settings(max_examples=200, deadline=None)
