@@ -43,6 +43,7 @@ _FIXED_V4 = _PREFIX_V4.size  # 88 bytes before the body with IPv4 hosts
 # The __CRC32# property written backwards: reversed, it is "__CRC32#\x01" + digits + "\x02".
 _CRC_PROPERTY_BACKWARDS = b"\x02%010d\x01#23CRC__"
 _NOT_V6 = ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
+_PREFAULT_CHUNK = 1 << 20  # see Segment.prefault
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,7 @@ class CommitLog:
         self._lock = threading.Lock()
         # topic -> its TOPIC field (length, then the name): one lookup instead of two encodes
         self._topic_fields: dict[bytes, bytes] = {}
+        self._prefaulted = 0  # the newest segment is prefaulted up to here
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -137,7 +139,13 @@ class CommitLog:
             self._starts.append(start)
             self._segments.append(segment)
         self._write_position = 0
+        self._prefaulted = 0
         return segment
+
+    def _prefault_ahead(self, segment: Segment, needed: int) -> None:
+        # A chunk at a time: one call costs less than the faults it saves, and stays short.
+        self._prefaulted = max(self._prefaulted, needed) + _PREFAULT_CHUNK
+        segment.prefault(needed - 1, self._prefaulted)
 
     def reserve(self, total_size: int) -> tuple[Segment, int, int]:
         """Make room for ``total_size`` bytes: returns (segment, position in it, physical offset)."""
@@ -277,6 +285,8 @@ class CommitLog:
             )
         )
         at = position + len(record)
+        if at + CRC_PROPERTY_LENGTH > self._prefaulted:
+            self._prefault_ahead(segment, at + CRC_PROPERTY_LENGTH)
         view = segment.view
         view[position:at] = record
         if append_crc:
@@ -383,6 +393,7 @@ class CommitLog:
             segment.flush()
             self._write_position = position
         self._flushed_offset = min(self._flushed_offset, self.max_offset)
+        self._prefaulted = 0  # the newest segment may be another one now
         return cut
 
     def delete_segments_before(self, offset: int) -> list[int]:
