@@ -215,17 +215,17 @@ def _maybe_wait(
     ext: dict[str, str],
     wait_store: bool,
 ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    response = request.make_response(_SUCCESS, ext_fields=ext)
     if not broker.flush.sync or not wait_store:
-        return request.make_response(_SUCCESS, ext_fields=ext)
-
-    async def durable() -> RemotingCommand:
-        if await broker.flush.wait_durable(result.end_offset):
-            return request.make_response(ResponseCode.SUCCESS, ext_fields=ext)
-        return request.make_response(
+        return response
+    # A future, which the connection answers from when it is done: no task per send.
+    return broker.flush.when_durable(
+        result.end_offset,
+        response,
+        lambda: request.make_response(
             ResponseCode.FLUSH_DISK_TIMEOUT, "flush to disk timed out", ext_fields=ext
-        )
-
-    return durable()
+        ),
+    )
 
 
 def _retry_or_dlq(

@@ -18,6 +18,7 @@ import itertools
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from broker.protocol import (
@@ -143,6 +144,11 @@ class Connection(asyncio.Protocol):
             return
         if type(result) is RemotingCommand:  # the common case, checked first: every request
             self.send_response(request, result)
+        elif isinstance(result, asyncio.Future):
+            # A future (a sync-flush send): answered from its callback, no task.
+            self._in_flight += 1
+            result.add_done_callback(partial(self._future_done, request))
+            self._update_reading()
         elif inspect.isawaitable(result):
             self._in_flight += 1
             task = asyncio.ensure_future(self._finish(request, result))
@@ -164,6 +170,16 @@ class Connection(asyncio.Protocol):
         finally:
             self._in_flight -= 1
             self._update_reading()
+
+    def _future_done(self, request: RemotingCommand, future: asyncio.Future[HandlerResult]) -> None:
+        self._in_flight -= 1
+        if not future.cancelled():
+            error = future.exception()
+            if error is None:
+                self.send_response(request, future.result())
+            elif isinstance(error, Exception):
+                self._handler_failed(request, error)
+        self._update_reading()
 
     def _handler_failed(self, request: RemotingCommand, error: Exception) -> None:
         log.exception(

@@ -1,8 +1,9 @@
 """Durability: group commit for ``flush=sync``, a timed flush for ``flush=async``.
 
-Sync (RocketMQ's GroupCommitService): a send waits for ``wait_durable(end_offset)``; one fsync,
-run on a worker thread so the event loop keeps serving, covers every send waiting at that
-moment. Async (FlushRealTimeService): the commitlog is synced every ``interval_ms``. In both
+Sync (RocketMQ's GroupCommitService): a send waits for ``when_durable(end_offset, ...)``; one
+fsync, run on a worker thread so the event loop keeps serving, covers every send waiting at that
+moment. A waiter is one future (no task, no per-send timer): the waiters queue in append order,
+and one timer, set to the oldest waiter's deadline, times them out. Async (FlushRealTimeService): the commitlog is synced every ``interval_ms``. In both
 modes consume queues, index and checkpoint are flushed every ``metadata_interval_ms``.
 """
 
@@ -11,13 +12,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from store.message_store import MessageStore
 
 __all__ = ["FlushService"]
 
 log = logging.getLogger("pocketmq.broker")
+
+T = TypeVar("T")
+# (end offset, deadline, future, result when durable, result after the timeout)
+_Waiter = tuple[int, float, "asyncio.Future[Any]", Any, Callable[[], Any]]
 
 
 class FlushService:
@@ -42,7 +50,8 @@ class FlushService:
         self._metadata_executor = ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="pocketmq-flush-meta"
         )
-        self._waiters: list[tuple[int, asyncio.Future[None]]] = []
+        self._waiters: deque[_Waiter] = deque()
+        self._expiry: asyncio.TimerHandle | None = None
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -56,16 +65,38 @@ class FlushService:
 
     async def wait_durable(self, end_offset: int) -> bool:
         """Wait until the commitlog is synced past ``end_offset``; False after the timeout."""
+        return await self.when_durable(end_offset, True, _false)
+
+    def when_durable(
+        self, end_offset: int, durable: T, timed_out: Callable[[], T]
+    ) -> asyncio.Future[T]:
+        """A future that gets ``durable`` once the commitlog is synced past ``end_offset``, or
+        ``timed_out()`` when that takes longer than the flush timeout (the path of every sync
+        send: the caller hands the future on, nothing else is made per send)."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
         if end_offset <= self.flushed_offset:
-            return True
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.append((end_offset, future))
+            future.set_result(durable)
+            return future
+        deadline = loop.time() + self.timeout_ms / 1000
+        self._waiters.append((end_offset, deadline, future, durable, timed_out))
+        if self._expiry is None:
+            self._expiry = loop.call_at(deadline, self._expire)
         self._wake.set()
-        try:
-            await asyncio.wait_for(asyncio.shield(future), self.timeout_ms / 1000)
-            return True
-        except TimeoutError:
-            return False
+        return future
+
+    def _expire(self) -> None:
+        self._expiry = None
+        waiters = self._waiters
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        # Deadlines grow along the queue: the expired ones are at its head.
+        while waiters and waiters[0][1] <= now:
+            _end, _deadline, future, _durable, timed_out = waiters.popleft()
+            if not future.done():
+                future.set_result(timed_out())
+        if waiters:
+            self._expiry = loop.call_at(waiters[0][1], self._expire)
 
     async def _flush_commitlog(self) -> int:
         target = self.store.max_physical_offset
@@ -88,15 +119,14 @@ class FlushService:
                 await asyncio.sleep(0.01)
                 self._wake.set()
                 continue
-            still: list[tuple[int, asyncio.Future[None]]] = []
-            for end_offset, future in self._waiters:
-                if end_offset <= flushed:
-                    if not future.done():
-                        future.set_result(None)
-                else:
-                    still.append((end_offset, future))
-            self._waiters = still
-            if still:
+            waiters = self._waiters
+            # Appends (and so end offsets) come in the order the waiters queue in; one that
+            # came out of order waits for the next flush, which the loop starts at once.
+            while waiters and waiters[0][0] <= flushed:
+                _end, _deadline, future, durable, _timed_out = waiters.popleft()
+                if not future.done():
+                    future.set_result(durable)
+            if waiters:
                 self._wake.set()
 
     async def _timed_loop(self) -> None:
@@ -125,8 +155,15 @@ class FlushService:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        for _, future in self._waiters:
+        if self._expiry is not None:
+            self._expiry.cancel()
+        for _end, _deadline, future, _durable, _timed_out in self._waiters:
             if not future.done():
                 future.cancel()
+        self._waiters.clear()
         self._executor.shutdown(wait=True)
         self._metadata_executor.shutdown(wait=True)
+
+
+def _false() -> bool:
+    return False
