@@ -9,6 +9,7 @@ offset back and is redelivered after a crash, never skipped.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from typing import Final
 
 from .message import MessageQueue, ReceivedMessage
@@ -24,6 +25,10 @@ class ProcessQueue:
         self.next_offset = next_offset  # next offset to pull
         # offset -> message; filled in increasing offset order, so the first key is the lowest
         self.messages: dict[int, ReceivedMessage] = {}
+        # The same offsets in that order, done ones dropped lazily from the left: a dict's
+        # first key costs a scan over every slot emptied at its front since the last resize
+        # (about 0.9 us with 600 messages cached), and the commit offset is asked per message.
+        self._order: deque[int] = deque()
         self.size_bytes = 0
         self.dropped = False
         self.lock_expires_at = 0.0  # loop time
@@ -50,7 +55,14 @@ class ProcessQueue:
         """Offset distance between the first and last cached message."""
         if not self.messages:
             return 0
-        return next(reversed(self.messages)) - next(iter(self.messages))
+        return next(reversed(self.messages)) - self._lowest()
+
+    def _lowest(self) -> int | None:
+        """The lowest cached offset, None when nothing is cached."""
+        order, messages = self._order, self.messages
+        while order and order[0] not in messages:
+            order.popleft()
+        return order[0] if order else None
 
     def add(self, messages: list[ReceivedMessage]) -> list[ReceivedMessage]:
         """Cache messages not cached yet; returns the ones added."""
@@ -58,6 +70,7 @@ class ProcessQueue:
         for m in messages:
             if m.queue_offset not in self.messages:
                 self.messages[m.queue_offset] = m
+                self._order.append(m.queue_offset)
                 self.size_bytes += len(m.body)
                 added.append(m)
         if added:
@@ -65,7 +78,8 @@ class ProcessQueue:
         return added
 
     def first(self) -> ReceivedMessage | None:
-        return next(iter(self.messages.values()), None)
+        lowest = self._lowest()
+        return None if lowest is None else self.messages[lowest]
 
     def replace(self, message: ReceivedMessage) -> None:
         """Swap a cached message for a new copy (e.g. with a higher reconsume count)."""
@@ -80,7 +94,8 @@ class ProcessQueue:
 
     def commit_offset(self) -> int:
         """The offset to commit: lowest cached, else the next to pull."""
-        return next(iter(self.messages), self.next_offset)
+        lowest = self._lowest()
+        return self.next_offset if lowest is None else lowest
 
     # -- locks (orderly, clustering) ---------------------------------------------------------
 

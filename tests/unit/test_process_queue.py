@@ -1,0 +1,58 @@
+"""ProcessQueue's commit offset: the lowest cached offset, else the next to pull."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from client import MessageQueue
+from client._process_queue import ProcessQueue
+
+
+class Pulled:
+    __slots__ = ("queue_offset", "body")
+
+    def __init__(self, offset: int) -> None:
+        self.queue_offset = offset
+        self.body = b"x" * 10
+
+
+# add a batch of n new offsets / remove the k-th cached offset (any order) / re-add a done one
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.integers(1, 40)),
+        st.tuples(st.just("remove"), st.integers(0, 1000)),
+        st.tuples(st.just("readd"), st.integers(0, 1000)),
+    ),
+    max_size=120,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps)
+def test_commit_offset_is_the_lowest_cached_offset(script: list[tuple[str, int]]) -> None:
+    pq = ProcessQueue(MessageQueue("T", "b", 0), 0)
+    cached: dict[int, None] = {}  # the model: insertion order, like the dict it replaces
+    done: list[int] = []
+    next_offset = 0
+    for action, number in script:
+        if action == "add":
+            batch = [Pulled(next_offset + i) for i in range(number)]
+            next_offset += number
+            pq.next_offset = next_offset
+            assert pq.add(batch) == batch
+            cached.update(dict.fromkeys(m.queue_offset for m in batch))
+        elif action == "remove" and cached:
+            offset = list(cached)[number % len(cached)]
+            pq.remove(offset)
+            del cached[offset]
+            done.append(offset)
+        elif action == "readd" and done:
+            offset = done.pop(number % len(done))  # redelivered after a rollback
+            pq.add([Pulled(offset)])
+            cached[offset] = None
+        expected = next(iter(cached), next_offset)
+        assert pq.commit_offset() == expected
+        assert (pq.first().queue_offset if pq.first() else None) == next(iter(cached), None)
+        assert pq.count == len(cached)
+        assert pq.span == (next(reversed(cached)) - expected if cached else 0)
