@@ -432,6 +432,9 @@ def _decode_plain_record(buf: bytes, pos: int, decompress: bool) -> tuple[Record
         return None
     properties = decode_properties(_decode_utf8(buf[topic_end + 2 : rec_end])) if props_len else {}
     properties.pop("__CRC32#", None)  # the store's, not user data (see _decode_record)
+    # cached texts, looked up inline: this runs for every message a consumer gets
+    born_text = _host_texts.get(born) or _host_text_cached(born)
+    store_text = _host_texts.get(store) or _host_text_cached(store)
     fields = (
         _decode_utf8(buf[p + 1 : topic_end]),
         buf[pos + _REC_V4.size : pos + _REC_V4.size + body_len],
@@ -442,10 +445,10 @@ def _decode_plain_record(buf: bytes, pos: int, decompress: bool) -> tuple[Record
         commitlog_offset,
         sys_flag,
         born_ts,
-        _host_text_cached(born),
+        born_text,
         born_port,
         store_ts,
-        _host_text_cached(store),
+        store_text,
         store_port,
         reconsume,
         prepared,
