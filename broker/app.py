@@ -56,6 +56,10 @@ if TYPE_CHECKING:
 
 __all__ = ["Broker"]
 
+# What makes put_message more than a store.put: a delay level or a timer property.
+_SPECIAL_PROPERTIES = frozenset(("DELAY", *TIMER_PROPERTIES))
+_TX_MASK = int(SysFlag.TRANSACTION_MASK)
+
 log = logging.getLogger("pocketmq.broker")
 
 
@@ -303,6 +307,11 @@ class Broker:
     def put_message(self, message: PutMessage, properties: dict[str, str]) -> PutResult:
         """Store a message as a send does: a delay level sends it through the schedule topic.
         Raises DelayError for a bad DELAY, and the store's errors."""
+        if not message.sysflag & _TX_MASK and _SPECIAL_PROPERTIES.isdisjoint(properties):
+            # A plain message (no transaction, delay or timer): the path of nearly every send.
+            result = self.store.put(message)
+            self.message_arrived(message.topic, message.queue_id)
+            return result
         level = self.schedule.level_of(properties)
         tx_type = message.sysflag & SysFlag.TRANSACTION_MASK
         if tx_type == SysFlag.TRANSACTION_PREPARED_TYPE:
