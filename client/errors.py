@@ -141,55 +141,69 @@ class BrokerError(ClientError):
 
 
 class BrokerSystemError(BrokerError):
+    """SYSTEM_ERROR (1): the broker failed; retried on another queue."""
+
     retriable = True
 
 
 class SystemBusyError(BrokerError):
+    """SYSTEM_BUSY (2): the broker sheds load; retried."""
+
     retriable = True
 
 
 class RequestCodeNotSupportedError(BrokerError):
-    pass
+    """REQUEST_CODE_NOT_SUPPORTED (3): the broker does not know the request."""
 
 
 class FlushDiskTimeoutError(BrokerError):
-    pass
+    """FLUSH_DISK_TIMEOUT (10): stored, but not synced to disk within the broker's
+    sync-flush timeout (``--flush sync``); the message may still be durable."""
 
 
 class SlaveNotAvailableError(BrokerError):
-    pass
+    """SLAVE_NOT_AVAILABLE (11): stored on the master, no slave to replicate to."""
 
 
 class FlushSlaveTimeoutError(BrokerError):
-    pass
+    """FLUSH_SLAVE_TIMEOUT (12): stored on the master, the slave did not confirm in time."""
 
 
 class MessageIllegalError(BrokerError):
-    pass
+    """MESSAGE_ILLEGAL (13): refused as it is (size, properties, delay): do not resend it."""
 
 
 class ServiceNotAvailableError(BrokerError):
+    """SERVICE_NOT_AVAILABLE (14): the broker is not taking writes now (disk full,
+    shutting down); retried."""
+
     retriable = True
 
 
 class VersionNotSupportedError(BrokerError):
-    pass
+    """VERSION_NOT_SUPPORTED (15)."""
 
 
 class NoPermissionError(BrokerError):
+    """NO_PERMISSION (16): the topic or broker is not writable (or readable); retried
+    on another broker."""
+
     retriable = True
 
 
 class TopicNotExistError(BrokerError):
+    """TOPIC_NOT_EXIST (17): unknown topic and auto-create is off; retried after a
+    route refresh."""
+
     retriable = True
 
 
 class TopicExistAlreadyError(BrokerError):
-    pass
+    """TOPIC_EXIST_ALREADY (18)."""
 
 
 class QueryNotFoundError(BrokerError):
-    pass
+    """QUERY_NOT_FOUND (22): no message matched the query."""
 
 
 class SubscriptionError(BrokerError):
@@ -197,23 +211,28 @@ class SubscriptionError(BrokerError):
 
 
 class InvalidParameterError(BrokerError):
-    pass
+    """INVALID_PARAMETER (29)."""
 
 
 class NoBuyerIdError(BrokerError):
+    """NO_BUYER_ID (204); retried."""
+
     retriable = True
 
 
 class NotInCurrentUnitError(BrokerError):
+    """NOT_IN_CURRENT_UNIT (205); retried."""
+
     retriable = True
 
 
 class ConsumerNotOnlineError(BrokerError):
-    pass
+    """CONSUMER_NOT_ONLINE (206): no live consumer of the group (e.g. a
+    transaction check or consumer-status query found nobody)."""
 
 
 class FlowControlError(BrokerError):
-    pass
+    """215: the broker throttles this client."""
 
 
 class IllegalOperationError(BrokerError):
@@ -228,11 +247,14 @@ class StaleReceiptHandleError(IllegalOperationError):
 
 
 class GoAwayError(BrokerError):
+    """GO_AWAY (1500): the broker is going away; retried on another one."""
+
     retriable = True
 
 
 class UnknownBrokerError(BrokerError):
-    pass
+    """A response code this SDK has no class for; ``code`` and ``remark`` say what the
+    broker answered."""
 
 
 _BY_CODE: dict[int, type[BrokerError]] = {

@@ -96,7 +96,8 @@ class RemoteOffsetStore(_MemoryTable):
         self.group = group
 
     async def load(self) -> None:
-        pass
+        """Nothing to load: the broker holds the offsets, read per queue when it is assigned
+        (``read_from_store``)."""
 
     async def read_from_store(self, mq: MessageQueue) -> int | None:
         header = QueryConsumerOffsetRequestHeader(
