@@ -29,7 +29,12 @@ import msgspec
 from broker.protocol import RequestCode
 from broker.protocol.codes import Perm
 from broker.protocol.errors import RemoteProtocolError
-from broker.protocol.headers import ClusterInfo, CreateTopicRequestHeader, decode_json_body
+from broker.protocol.headers import (
+    ClusterInfo,
+    CreateTopicRequestHeader,
+    SubscriptionGroupConfig,
+    decode_json_body,
+)
 
 from . import _queries
 from ._core import CoreClient
@@ -120,25 +125,6 @@ class _TopicOffset(msgspec.Struct, rename="camel"):
 class _TopicStatsTable(msgspec.Struct, rename="camel"):
     # fastjson keys this map by MessageQueue objects; the lenient reader gives their JSON text
     offset_table: dict[str, _TopicOffset] = {}
-
-
-class _SubscriptionGroupConfig(msgspec.Struct, rename="camel", kw_only=True):
-    """The body of UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200): every field, RocketMQ's defaults,
-    so a RocketMQ broker (which replaces the whole config) gets what it would from mqadmin."""
-
-    group_name: str
-    consume_enable: bool = True
-    consume_from_min_enable: bool = True
-    consume_broadcast_enable: bool = True
-    consume_message_orderly: bool = False
-    retry_queue_nums: int = 1
-    retry_max_times: int = 16
-    broker_id: int = 0
-    which_broker_when_consume_slowly: int = 1
-    notify_consumer_ids_changed_enable: bool = True
-    group_sys_flag: int = 0
-    consume_timeout_minute: int = 15
-    attributes: dict[str, str] = {}
 
 
 class Admin(CoreClient):
@@ -237,7 +223,7 @@ class Admin(CoreClient):
             raise ClientUsageError(f"retry_max_times must not be negative: {retry_max_times}")
         masters = await self._masters(cluster, f"%RETRY%{group}")
         body = msgspec.json.encode(
-            _SubscriptionGroupConfig(
+            SubscriptionGroupConfig(
                 group_name=group,
                 consume_message_orderly=orderly,
                 retry_max_times=retry_max_times,

@@ -92,6 +92,7 @@ __all__ = [
     "QueueData",
     "RegisterBrokerBody",
     "SubscriptionData",
+    "SubscriptionGroupConfig",
     "TopicConfig",
     "TopicConfigSerializeWrapper",
     "TopicRouteData",
@@ -860,6 +861,26 @@ class TopicConfig(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     topic_filter_type: str = "SINGLE_TAG"
     topic_sys_flag: Int = 0
     order: bool = False
+    attributes: dict[str, str] = {}  # 5.x
+
+
+class SubscriptionGroupConfig(msgspec.Struct, kw_only=True, rename="camel"):
+    """A consumer group's settings: the body of UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200) and
+    the values of GET_ALL_SUBSCRIPTIONGROUP_CONFIG, every field with RocketMQ's default (a
+    RocketMQ broker replaces the whole config with what it is sent)."""
+
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    consume_message_orderly: bool = False
+    retry_queue_nums: Int = 1
+    retry_max_times: Int = 16  # retryMaxTimes
+    broker_id: Long = 0
+    which_broker_when_consume_slowly: Long = 1
+    notify_consumer_ids_changed_enable: bool = True
+    group_sys_flag: Int = 0
+    consume_timeout_minute: Int = 15
     attributes: dict[str, str] = {}  # 5.x
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import msgspec
 
-from broker.protocol.headers import DataVersion
+from broker.protocol.headers import DataVersion, SubscriptionGroupConfig
 from broker.services.persist import load_json, save_json
 
 __all__ = ["GroupConfig", "GroupManager", "validate_group_name"]
@@ -29,20 +29,8 @@ def validate_group_name(group: str) -> str | None:
     return None
 
 
-class GroupConfig(msgspec.Struct, rename="camel", kw_only=True):
-    group_name: str
-    consume_enable: bool = True
-    consume_from_min_enable: bool = True
-    consume_broadcast_enable: bool = True
-    consume_message_orderly: bool = False
-    retry_queue_nums: int = 1
-    retry_max_times: int = 16  # retryMaxTimes
-    broker_id: int = 0
-    which_broker_when_consume_slowly: int = 1
-    notify_consumer_ids_changed_enable: bool = True
-    group_sys_flag: int = 0
-    consume_timeout_minute: int = 15
-    attributes: dict[str, str] = {}
+# The group settings the broker keeps are RocketMQ's SubscriptionGroupConfig, as on the wire.
+GroupConfig = SubscriptionGroupConfig
 
 
 class _GroupFile(msgspec.Struct, rename="camel"):
