@@ -1,0 +1,271 @@
+"""Instructions per message on the hot paths, counted by callgrind: a figure that, unlike a rate,
+does not move with the load on this noisy machine. Needs valgrind (not installed by the README's
+set-up: `apt-get install valgrind`).
+
+    python bench/instructions.py [--messages 10240] [--only store broker client]
+
+Rows (1 KiB bodies), each the difference between two runs of the same program, with N and with
+a small warm-up count of messages, divided by N, so start-up, imports and one-time work cancel:
+  store.put           MessageStore.put on disk, the messages of bench/store_append.py (consume
+                      queue, index of two keys, both CRCs)
+  broker per send     `pocketmq standalone` answering SEND_MESSAGE_V2, 256 in flight
+  client per send     Producer.send, 256 in flight, against a broker outside valgrind
+  client per consume  a PushConsumer reading and acking, against a broker outside valgrind
+
+Ceiling, counted the same way: one buffered `write` of the same record in Python. Callgrind
+counts user-space instructions only: the kernel's share (the copy into the page cache, page
+faults, socket calls) is in no row, so compare these figures with each other and over time, not
+with the wall-clock ratios of the other benchmarks.
+Takes a few minutes: everything runs about 50 times slower under callgrind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from produce_consume import free_port, start  # noqa: E402
+
+WARM_UP = 512
+BODY = 1024
+
+STORE_PROGRAM = textwrap.dedent(
+    """
+    import os, sys, tempfile
+    sys.path.insert(0, os.path.join(os.environ["POCKETMQ_BENCH"]))
+    from store_append import make_messages  # the messages of bench/store_append.py
+    from store.config import StoreConfig
+    from store.message_store import MessageStore
+    n, made = int(sys.argv[1]), int(sys.argv[2])
+    messages = make_messages(made)  # as many in both runs: not part of the difference
+    with MessageStore.open(tempfile.mkdtemp(), config=StoreConfig(index_entry_count=4 * made)) as store:
+        for message in messages[:n]:
+            store.put(message)
+        store.index.drain()
+    """
+)
+
+CEILING_PROGRAM = textwrap.dedent(
+    """
+    import os, sys, tempfile
+    n = int(sys.argv[1])
+    record = os.urandom(1220)
+    with open(os.path.join(tempfile.mkdtemp(), "ceiling"), "wb") as handle:
+        for _ in range(n):
+            handle.write(record)
+    """
+)
+
+PRODUCER_PROGRAM = textwrap.dedent(
+    """
+    import asyncio, sys, uvloop
+    from client import Message, Producer
+    n, namesrv = int(sys.argv[1]), sys.argv[2]
+    async def main():
+        body = b"x" * 1024
+        # callgrind slows the client 50x: 256 sends in flight need more than the 3 s default
+        async with Producer("instructions", namesrv=namesrv, send_timeout_ms=600_000) as producer:
+            await producer.send(Message(topic="Instructions", body=body))  # route, connection
+            async def worker(count):
+                for _ in range(count):
+                    await producer.send(Message(topic="Instructions", body=body))
+            await asyncio.gather(*(worker(n // 256) for _ in range(256)))
+    uvloop.run(main())
+    """
+)
+
+CONSUMER_PROGRAM = textwrap.dedent(
+    """
+    import asyncio, sys, uvloop
+    from client import PushConsumer
+    n, namesrv, group = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    async def main():
+        consumer = PushConsumer(group, namesrv=namesrv, consume_from="first")
+        consumer.subscribe("Instructions", "*")
+        received = 0
+        async with consumer:
+            async for message in consumer:
+                await consumer.ack(message)
+                received += 1
+                if received >= n:
+                    break
+    uvloop.run(main())
+    """
+)
+
+
+def callgrind(args: list[str], work: Path, name: str) -> subprocess.Popen[bytes]:
+    out = work / f"{name}.callgrind"
+    return subprocess.Popen(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "POCKETMQ_BENCH": str(Path(__file__).parent)},
+    )
+
+
+def total(work: Path, name: str) -> int:
+    text = (work / f"{name}.callgrind").read_text()
+    found = re.search(r"^(?:summary|totals): (\d+)", text, re.MULTILINE)
+    assert found, f"no totals in {name}.callgrind"
+    return int(found.group(1))
+
+
+def program(work: Path, name: str, source: str) -> str:
+    path = work / f"{name}.py"
+    path.write_text(source)
+    return str(path)
+
+
+def per_message(work: Path, name: str, run: Callable[[str, int], None], n: int) -> float:
+    run(f"{name}-small", WARM_UP)
+    run(f"{name}-large", WARM_UP + n)
+    return (total(work, f"{name}-large") - total(work, f"{name}-small")) / n
+
+
+def run_program(work: Path, source_path: str, *argv: str) -> Callable[[str, int], None]:
+    """Runs the program under callgrind as ``program COUNT *argv``."""
+
+    def run(name: str, count: int) -> None:
+        process = callgrind([sys.executable, source_path, str(count), *argv], work, name)
+        process.wait()
+        assert process.returncode == 0, f"{name} failed"
+
+    return run
+
+
+async def fill(namesrv: str, count: int) -> None:
+    from client import Message, Producer
+
+    body = os.urandom(BODY)
+    async with Producer("instructions-fill", namesrv=namesrv) as producer:
+        for _ in range(count // 32 + 1):
+            await producer.send_batch([Message(topic="Instructions", body=body)] * 32)
+
+
+def broker_per_send(work: Path, n: int) -> float:
+    def run(name: str, count: int) -> None:
+        namesrv_port = free_port()
+        data = work / f"{name}-data"
+        process = callgrind(
+            [
+                sys.executable,
+                "-m",
+                "broker.cli",
+                "standalone",
+                "--port",
+                "0",
+                "--namesrv-port",
+                str(namesrv_port),
+                "--data",
+                str(data),
+                "--no-grpc",
+            ],
+            work,
+            name,
+        )
+        try:
+            ready = b""
+            while not ready.endswith(b"\n"):
+                chunk = os.read(process.stdout.fileno(), 4096)  # type: ignore[union-attr]
+                assert chunk, "the broker exited before it was ready"
+                ready += chunk
+            sender = program(work, "producer", PRODUCER_PROGRAM)
+            subprocess.run(
+                [sys.executable, sender, str(count), f"127.0.0.1:{namesrv_port}"],
+                check=True,
+                timeout=1800,
+            )
+        finally:
+            process.send_signal(signal.SIGINT)
+            process.wait()
+
+    return per_message(work, "broker", run, n)
+
+
+def client_per_message(work: Path, n: int) -> tuple[float, float]:
+    namesrv_port = free_port()
+    broker, _ = start(
+        [
+            "pocketmq",
+            "standalone",
+            "--port",
+            "0",
+            "--namesrv-port",
+            str(namesrv_port),
+            "--data",
+            str(work / "client-data"),
+            "--no-grpc",
+        ]
+    )
+    namesrv = f"127.0.0.1:{namesrv_port}"
+    try:
+        sender = program(work, "producer", PRODUCER_PROGRAM)
+        send = per_message(work, "client-send", run_program(work, sender, namesrv), n)
+        asyncio.run(fill(namesrv, 2 * (WARM_UP + n)))  # both runs read from the first offset
+        consumer = program(work, "consumer", CONSUMER_PROGRAM)
+
+        def consume(name: str, count: int) -> None:
+            run_program(work, consumer, namesrv, f"instructions-{name}")(name, count)
+
+        receive = per_message(work, "client-consume", consume, n)
+    finally:
+        broker.terminate()
+        broker.wait()
+    return send, receive
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--messages", type=int, default=10240)
+    parser.add_argument(
+        "--only",
+        nargs="+",
+        default=["store", "broker", "client"],
+        choices=("store", "broker", "client"),
+    )
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        sys.exit("bench/instructions.py needs valgrind (apt-get install valgrind)")
+    n = args.messages
+    work = Path(tempfile.mkdtemp(prefix="pocketmq-instructions-"))
+    rows: list[tuple[str, float]] = []
+    try:
+        if "store" in args.only:
+            ceiling = per_message(
+                work, "ceiling", run_program(work, program(work, "c", CEILING_PROGRAM)), n
+            )
+            rows.append(("ceiling: buffered write (user space only)", ceiling))
+            store_program = program(work, "s", STORE_PROGRAM)
+            store = per_message(
+                work, "store", run_program(work, store_program, str(WARM_UP + n)), n
+            )
+            rows.append(("store.put", store))
+        if "broker" in args.only:
+            rows.append(("broker per send (SEND_MESSAGE_V2)", broker_per_send(work, n)))
+        if "client" in args.only:
+            send, receive = client_per_message(work, n)
+            rows.append(("client per send (Producer.send)", send))
+            rows.append(("client per consume (PushConsumer + ack)", receive))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{n:,} messages of {BODY} B, callgrind instructions per message")
+    for name, value in rows:
+        print(f"  {name:<44}{value:>12,.0f}")
+
+
+if __name__ == "__main__":
+    main()
