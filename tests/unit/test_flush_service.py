@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
+from collections.abc import AsyncIterator
 
 from broker.services.flush import FlushService
 from store.message_store import MessageStore, PutMessage
@@ -28,18 +30,32 @@ def gated_store() -> GatedStore:
     return store
 
 
+@contextlib.asynccontextmanager
+async def sync_flush(
+    store: GatedStore, *, timeout_ms: int = 5000, open_gate: bool = False
+) -> AsyncIterator[FlushService]:
+    """A started group-commit service over ``store``; closed (gate opened) afterwards."""
+    if open_gate:
+        store.gate.set()
+    service = FlushService(
+        store, sync=True, interval_ms=500, metadata_interval_ms=60_000, timeout_ms=timeout_ms
+    )
+    service.start()
+    try:
+        yield service
+    finally:
+        store.gate.set()
+        await service.close()
+        store.close()
+
+
 def put(store: MessageStore) -> int:
     return store.put(PutMessage(topic="T", body=b"x" * 100)).end_offset
 
 
 async def test_one_fsync_answers_every_send_waiting_for_it() -> None:
     store = gated_store()
-    store.gate.set()
-    service = FlushService(
-        store, sync=True, interval_ms=500, metadata_interval_ms=60_000, timeout_ms=5000
-    )
-    service.start()
-    try:
+    async with sync_flush(store, open_gate=True) as service:
         ends = [put(store) for _ in range(50)]
         futures = [
             service.when_durable(end, f"ok {n}", lambda: "late") for n, end in enumerate(ends)
@@ -52,18 +68,11 @@ async def test_one_fsync_answers_every_send_waiting_for_it() -> None:
         assert done.done() and done.result() == "ok"
         assert await service.wait_durable(ends[-1]) is True
         assert service.fsync_count == 1
-    finally:
-        await service.close()
-        store.close()
 
 
 async def test_sends_during_an_fsync_wait_for_the_next_one() -> None:
     store = gated_store()
-    service = FlushService(
-        store, sync=True, interval_ms=500, metadata_interval_ms=60_000, timeout_ms=5000
-    )
-    service.start()
-    try:
+    async with sync_flush(store) as service:
         first = service.when_durable(put(store), 1, lambda: -1)
         while not store.flushes:
             await asyncio.sleep(0.001)  # the first fsync is under way (and blocked)
@@ -75,19 +84,11 @@ async def test_sends_during_an_fsync_wait_for_the_next_one() -> None:
         assert await asyncio.gather(first, second, third) == [1, 2, 3]
         assert store.flushes[-1] == later_end
         assert service.fsync_count == 2
-    finally:
-        store.gate.set()
-        await service.close()
-        store.close()
 
 
 async def test_a_flush_slower_than_the_timeout_answers_with_the_timeout_result() -> None:
     store = gated_store()
-    service = FlushService(
-        store, sync=True, interval_ms=500, metadata_interval_ms=60_000, timeout_ms=50
-    )
-    service.start()
-    try:
+    async with sync_flush(store, timeout_ms=50) as service:
         end = put(store)
         futures = [service.when_durable(end, "ok", lambda: "FLUSH_DISK_TIMEOUT") for _ in range(3)]
         await asyncio.sleep(0.02)
@@ -99,10 +100,6 @@ async def test_a_flush_slower_than_the_timeout_answers_with_the_timeout_result()
         store.gate.set()
         # the fsync that was stuck completes; new waiters are answered by it or the next one
         assert await service.wait_durable(end) is True
-    finally:
-        store.gate.set()
-        await service.close()
-        store.close()
 
 
 async def test_closing_cancels_the_waiters() -> None:
