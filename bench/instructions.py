@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from produce_consume import free_port, start  # noqa: E402
+from produce_consume import free_port, standalone_command, start  # noqa: E402
 
 WARM_UP = 512
 BODY = 1024
@@ -105,13 +105,19 @@ CONSUMER_PROGRAM = textwrap.dedent(
 )
 
 
+_ENV = {**os.environ, "POCKETMQ_BENCH": str(Path(__file__).parent)}
+
+
+def callgrind_command(work: Path, name: str) -> list[str]:
+    return ["valgrind", "--tool=callgrind", f"--callgrind-out-file={work / name}.callgrind"]
+
+
 def callgrind(args: list[str], work: Path, name: str) -> subprocess.Popen[bytes]:
-    out = work / f"{name}.callgrind"
     return subprocess.Popen(
-        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *args],
+        [*callgrind_command(work, name), *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        env={**os.environ, "POCKETMQ_BENCH": str(Path(__file__).parent)},
+        env=_ENV,
     )
 
 
@@ -157,30 +163,16 @@ async def fill(namesrv: str, count: int) -> None:
 def broker_per_send(work: Path, n: int) -> float:
     def run(name: str, count: int) -> None:
         namesrv_port = free_port()
-        data = work / f"{name}-data"
-        process = callgrind(
-            [
-                sys.executable,
-                "-m",
-                "broker.cli",
-                "standalone",
-                "--port",
-                "0",
-                "--namesrv-port",
-                str(namesrv_port),
-                "--data",
-                str(data),
-                "--no-grpc",
-            ],
-            work,
-            name,
+        # ``python -m broker.cli`` rather than the ``pocketmq`` script: valgrind follows the
+        # interpreter, not a launcher
+        command = standalone_command(namesrv_port, str(work / f"{name}-data"), "--no-grpc")
+        process, ready = start(
+            [*callgrind_command(work, name), sys.executable, "-m", "broker.cli", *command[1:]],
+            ready_within_s=600,
+            env=_ENV,
         )
         try:
-            ready = b""
-            while not ready.endswith(b"\n"):
-                chunk = os.read(process.stdout.fileno(), 4096)  # type: ignore[union-attr]
-                assert chunk, "the broker exited before it was ready"
-                ready += chunk
+            assert ready, "the broker exited before it was ready"
             sender = program(work, "producer", PRODUCER_PROGRAM)
             subprocess.run(
                 [sys.executable, sender, str(count), f"127.0.0.1:{namesrv_port}"],
@@ -196,19 +188,7 @@ def broker_per_send(work: Path, n: int) -> float:
 
 def client_per_message(work: Path, n: int) -> tuple[float, float]:
     namesrv_port = free_port()
-    broker, _ = start(
-        [
-            "pocketmq",
-            "standalone",
-            "--port",
-            "0",
-            "--namesrv-port",
-            str(namesrv_port),
-            "--data",
-            str(work / "client-data"),
-            "--no-grpc",
-        ]
-    )
+    broker, _ = start(standalone_command(namesrv_port, str(work / "client-data"), "--no-grpc"))
     namesrv = f"127.0.0.1:{namesrv_port}"
     try:
         sender = program(work, "producer", PRODUCER_PROGRAM)

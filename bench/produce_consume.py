@@ -54,12 +54,31 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def start(args: list[str]) -> tuple[subprocess.Popen[bytes], str]:
-    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+def standalone_command(namesrv_port: int, data: str, *options: str) -> list[str]:
+    """``pocketmq standalone`` with a free broker port, ``namesrv_port`` and its store in
+    ``data``."""
+    return [
+        "pocketmq",
+        "standalone",
+        "--port",
+        "0",
+        "--namesrv-port",
+        str(namesrv_port),
+        "--data",
+        data,
+        *options,
+    ]
+
+
+def start(
+    args: list[str], *, ready_within_s: float = 20, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``args`` and return the process with the first line it prints (its ready line)."""
+    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     assert process.stdout is not None
     selector = selectors.DefaultSelector()
     selector.register(process.stdout, selectors.EVENT_READ)
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + ready_within_s
     line = b""
     while time.monotonic() < deadline and not line.endswith(b"\n"):
         if selector.select(0.1):
@@ -100,20 +119,7 @@ async def echo_ceiling(frame_size: int) -> tuple[float, float]:
 async def bench_mode(flush: str, messages: int) -> dict[str, float]:
     data = tempfile.mkdtemp(prefix="pocketmq-bench-")
     namesrv_port = free_port()
-    process, ready = start(
-        [
-            "pocketmq",
-            "standalone",
-            "--port",
-            "0",
-            "--namesrv-port",
-            str(namesrv_port),
-            "--data",
-            data,
-            "--flush",
-            flush,
-        ]
-    )
+    process, ready = start(standalone_command(namesrv_port, data, "--flush", flush))
     namesrv = f"127.0.0.1:{namesrv_port}"
     results: dict[str, float] = {}
     body = os.urandom(BODY)
