@@ -51,7 +51,9 @@ __all__ = [
     "MESSAGE_MAGIC_CODE_V1",
     "MESSAGE_MAGIC_CODE_V2",
     "NAME_VALUE_SEPARATOR",
+    "PLAIN_RECORD_EXCLUDED_FLAGS",
     "PROPERTY_SEPARATOR",
+    "RECORD_HEAD_V4",
     "BatchMessage",
     "MessageExt",
     "RecordFields",
@@ -60,14 +62,17 @@ __all__ = [
     "decode_batch_texts",
     "decode_message",
     "decode_messages",
-    "decode_record_fields",
     "decode_properties",
+    "decode_properties_bytes",
+    "decode_record_at",
     "encode_batch",
     "encode_batch_texts",
     "encode_message_record",
     "encode_properties",
     "is_canonical_properties",
+    "host_text",
     "offset_msg_id",
+    "offset_msg_id_of",
 ]
 
 NAME_VALUE_SEPARATOR: Final = "\x01"
@@ -372,13 +377,19 @@ def _host_text(address: bytes) -> str:
 
 
 _V6_HOSTS = _BORNHOST_V6 | _STOREHOST_V6
-# TOTALSIZE .. BODYLEN of a record with IPv4 hosts (nearly every record): one unpack.
-_REC_V4 = struct.Struct(">iIiiiqqiq 4si q 4si iq i")
+# TOTALSIZE .. BODYLEN of a record with IPv4 hosts (nearly every record) in one unpack: total
+# size, magic, body CRC, queue id, flag, queue offset, commitlog offset, sys flag, born
+# timestamp, born address, born port, store timestamp, store address, store port, reconsume
+# times, prepared transaction offset, body length. A reader's fast path (the SDK's) starts
+# here and falls back to ``decode_record_at`` for anything but a V1, IPv4, uncompressed record.
+RECORD_HEAD_V4: Final = struct.Struct(">iIiiiqqiq 4si q 4si iq i")
+PLAIN_RECORD_EXCLUDED_FLAGS: Final = _V6_HOSTS | _COMPRESSED  # sys flag bits the head excludes
 _host_texts: dict[bytes, str] = {}  # address bytes -> text; a client sees few hosts
 _HOST_TEXTS_MAX: Final = 1024
 
 
-def _host_text_cached(address: bytes) -> str:
+def host_text(address: bytes) -> str:
+    """A record's packed host address (4 or 16 bytes) as text; cached, as a reader sees few."""
     text = _host_texts.get(address)
     if text is None:
         if len(_host_texts) >= _HOST_TEXTS_MAX:
@@ -387,76 +398,16 @@ def _host_text_cached(address: bytes) -> str:
     return text
 
 
-def _decode_plain_record(buf: bytes, pos: int, decompress: bool) -> tuple[RecordFields, int] | None:
-    """``_decode_record`` for the common record (V1 magic, IPv4 hosts, no body to inflate)
-    with one unpack and fewer checks: consumers decode every message they get. Anything else,
-    or anything wrong, returns None: ``_decode_record`` then reads it and names the fault."""
-    end = len(buf)
-    if end - pos < _REC_V4.size:
-        return None
-    (
-        total,
-        magic,
-        crc,
-        queue_id,
-        flag,
-        queue_offset,
-        commitlog_offset,
-        sys_flag,
-        born_ts,
-        born,
-        born_port,
-        store_ts,
-        store,
-        store_port,
-        reconsume,
-        prepared,
-        body_len,
-    ) = _REC_V4.unpack_from(buf, pos)
-    if (
-        magic != MESSAGE_MAGIC_CODE_V1
-        or sys_flag & _V6_HOSTS
-        or (decompress and sys_flag & _COMPRESSED)
-        or total > end - pos
-        or total < _REC_V4.size
-        or body_len < 0
-    ):
-        return None
-    rec_end = pos + total
-    p = pos + _REC_V4.size + body_len  # at TOPICLEN
-    topic_end = p + 1 + buf[p] if p < rec_end else rec_end  # a byte; over 127 is negative
-    if topic_end + 2 > rec_end or buf[p] > 127:
-        return None
-    props_len = (buf[topic_end] << 8) | buf[topic_end + 1]
-    if props_len > 0x7FFF or topic_end + 2 + props_len != rec_end:  # a short: negative
-        return None
-    properties = decode_properties(_decode_utf8(buf[topic_end + 2 : rec_end])) if props_len else {}
-    properties.pop("__CRC32#", None)  # the store's, not user data (see _decode_record)
-    # cached texts, looked up inline: this runs for every message a consumer gets
-    born_text = _host_texts.get(born) or _host_text_cached(born)
-    store_text = _host_texts.get(store) or _host_text_cached(store)
-    fields = (
-        _decode_utf8(buf[p + 1 : topic_end]),
-        buf[pos + _REC_V4.size : pos + _REC_V4.size + body_len],
-        flag,
-        properties,
-        queue_id,
-        queue_offset,
-        commitlog_offset,
-        sys_flag,
-        born_ts,
-        born_text,
-        born_port,
-        store_ts,
-        store_text,
-        store_port,
-        reconsume,
-        prepared,
-        crc,
-        total,
-        (store + _OFFSET_ID_TAIL.pack(store_port, commitlog_offset)).hex().upper(),
-    )
-    return fields, rec_end
+def offset_msg_id_of(address: bytes, port: int, commitlog_offset: int) -> str:
+    """offsetMsgId from a record's packed store address, store port and commitlog offset."""
+    return (address + _OFFSET_ID_TAIL.pack(port, commitlog_offset)).hex().upper()
+
+
+def decode_properties_bytes(raw: bytes) -> dict[str, str]:
+    """A record's properties field as stored (UTF-8) without the store's ``__CRC32#``."""
+    properties = decode_properties(_decode_utf8(raw)) if raw else {}
+    properties.pop("__CRC32#", None)  # the store's whole-record CRC, not user data
+    return properties
 
 
 # topic, body, flag, properties, queue id, queue offset, commitlog offset, sys flag, born
@@ -532,9 +483,8 @@ def _decode_record(
     p += 2
     if props_len < 0 or props_len > rec_end - p:
         raise _RecordError(f"properties length {props_len}", p - 2)
-    properties = decode_properties(_decode_utf8(buf[p : p + props_len])) if props_len else {}
     # The store's whole-record CRC (RocketMQ's __CRC32#) guards the stored bytes; not user data.
-    properties.pop("__CRC32#", None)
+    properties = decode_properties_bytes(buf[p : p + props_len])
     p += props_len
     if p != rec_end:
         raise _RecordError(f"record size {total} but fields end at {p - pos}", pos)
@@ -559,16 +509,16 @@ def _decode_record(
         commitlog_offset,
         sys_flag,
         born_ts,
-        _host_text_cached(born),
+        host_text(born),
         born_port,
         store_ts,
-        _host_text_cached(store),
+        host_text(store),
         store_port,
         reconsume,
         prepared,
         crc,
         total,
-        (store + _OFFSET_ID_TAIL.pack(store_port, commitlog_offset)).hex().upper(),
+        offset_msg_id_of(store, store_port, commitlog_offset),
     )
     return fields, rec_end
 
@@ -618,27 +568,15 @@ def _message_ext(fields: RecordFields) -> MessageExt:
     )
 
 
-def decode_record_fields(
-    data: bytes | bytearray | memoryview, *, decompress: bool = True, check_crc: bool = False
-) -> list[RecordFields]:
-    """``decode_messages`` as plain tuples (``RecordFields`` order), for readers that build
-    their own message type: a consumer decodes every message it receives, and a second
-    object per message is a measurable share of that."""
-    buf = bytes(data)
-    out: list[RecordFields] = []
-    pos = 0
-    end = len(buf)
-    while pos < end:
-        plain = None if check_crc else _decode_plain_record(buf, pos, decompress)
-        if plain is not None:
-            fields, pos = plain
-        else:
-            try:
-                fields, pos = _decode_record(buf, pos, decompress=decompress, check_crc=check_crc)
-            except _RecordError:
-                break
-        out.append(fields)
-    return out
+def decode_record_at(
+    buf: bytes, pos: int, *, decompress: bool = True, check_crc: bool = False
+) -> tuple[RecordFields, int]:
+    """The record starting at ``buf[pos]`` as ``RecordFields``, and where it ends; raises
+    ``MalformedBodyError`` naming the fault and its offset."""
+    try:
+        return _decode_record(buf, pos, decompress=decompress, check_crc=check_crc)
+    except _RecordError as e:
+        raise MalformedBodyError(e.reason, offset=e.offset) from None
 
 
 def decode_messages(

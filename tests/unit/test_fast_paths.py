@@ -10,6 +10,7 @@ included. Also: client timeouts (one timer per connection) and the iterator's sl
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import re
 import time
 import zlib
@@ -229,16 +230,8 @@ RECORDS = st.builds(
 )
 
 
-def general_decode(data: bytes, decompress: bool = True) -> list[MC.RecordFields]:
-    out = []
-    pos = 0
-    while pos < len(data):
-        try:
-            fields, pos = MC._decode_record(data, pos, decompress=decompress, check_crc=False)
-        except MC._RecordError:
-            break
-        out.append(fields)
-    return out
+def all_fields(message: ReceivedMessage) -> dict[str, Any]:
+    return {f.name: getattr(message, f.name) for f in dataclasses.fields(message)}
 
 
 @settings(max_examples=150)
@@ -261,15 +254,41 @@ def test_record_shortcut_matches_the_general_decoder(
     if body and data.draw(st.booleans()):
         del body[data.draw(st.integers(0, len(body) - 1)) :]
     raw = bytes(body)
-    for decompress in (True, False):
-        assert MC.decode_record_fields(raw, decompress=decompress) == general_decode(
-            raw, decompress
-        )
     queue = MessageQueue("T", "broker-a", 1)
     views = [ReceivedMessage.from_ext(m, queue) for m in MC.decode_messages(raw)]
     fast = ReceivedMessage.from_records(raw, queue)
+    # the text fields first read one by one (each decodes them all), then compared whole
+    name = data.draw(st.sampled_from(["tags", "keys", "properties", "msg_id", "born_host"]))
+    assert [getattr(m, name) for m in fast] == [getattr(m, name) for m in views]
     assert fast == views
-    assert [vars(m) for m in fast] == [vars(m) for m in views]
+    assert [all_fields(m) for m in fast] == [all_fields(m) for m in views]
+
+
+def test_pulled_message_decodes_its_texts_on_first_read() -> None:
+    ext = MC.MessageExt(
+        topic="T",
+        body=b"x",
+        properties={"UNIQ_KEY": "u1", "TAGS": "a", "KEYS": "k1 k2"},
+        store_host="10.0.0.7",
+        store_port=10911,
+        commitlog_offset=4096,
+    )
+    queue = MessageQueue("T", "broker-a", 1)
+    (message,) = ReceivedMessage.from_records(MC.encode_message_record(ext), queue)
+    assert "properties" not in vars(message)  # nothing decoded while only the body is read
+    assert message.body == b"x" and message.queue_offset == ext.queue_offset
+    assert message.keys == ("k1", "k2")
+    assert vars(message)["tags"] == "a" and message.msg_id == "u1"
+    assert message.offset_msg_id == MC.offset_msg_id("10.0.0.7", 10911, 4096)
+    assert message.store_host == "10.0.0.7:10911"
+    assert dataclasses.replace(message, reconsume_times=1).properties == message.properties
+
+
+def test_pulled_retry_message_keeps_its_original_topic() -> None:
+    ext = MC.MessageExt(topic="%RETRY%g", body=b"x", properties={"RETRY_TOPIC": "Orders"})
+    queue = MessageQueue("%RETRY%g", "broker-a", 0)
+    (message,) = ReceivedMessage.from_records(MC.encode_message_record(ext), queue)
+    assert message.topic == "Orders" and message.queue == queue
 
 
 def test_record_shortcut_refuses_a_negative_properties_length() -> None:
@@ -277,7 +296,8 @@ def test_record_shortcut_refuses_a_negative_properties_length() -> None:
     record = MC.encode_message_record(MC.MessageExt(topic="T", body=b"x", properties={}))
     big = record[:-2] + (40000).to_bytes(2, "big") + b"a\x01b\x02" * 10000
     big = len(big).to_bytes(4, "big") + big[4:]
-    assert MC.decode_record_fields(big) == general_decode(big) == []
+    assert ReceivedMessage.from_records(big, MessageQueue("T", "b", 0)) == []
+    assert MC.decode_messages(big) == []
 
 
 # -- frames --------------------------------------------------------------------------------------
