@@ -38,9 +38,9 @@ from store.record import (
     MessageRecord,
     SysFlag,
     check_limits,
-    check_record,
     decode_properties,
     encode_properties,
+    record_intact,
 )
 from store.recovery import DamagedRange, RecoveryReport, TornTail, nonzero_extent, scan_records
 from store.state import (
@@ -820,7 +820,7 @@ class MessageStore:
             ):
                 continue
             view = self.commitlog.view_at(physical, size)
-            if verify_crc and not _record_intact(view, self.store_format.requires_crc(physical)):
+            if verify_crc and not record_intact(view, self.store_format.requires_crc(physical)):
                 self.corrupt_reads += 1
                 continue  # never serve a damaged record; recovery or `store inspect` names it
             messages.append((queue_offset, physical, view))
@@ -911,13 +911,6 @@ def _collector(positions: list[int]) -> Callable[[int, int], None]:
         positions.append(position)
 
     return collect
-
-
-def _record_intact(view: memoryview, require_record_crc: bool) -> bool:
-    try:
-        return check_record(view, 0, require_record_crc=require_record_crc) == len(view)
-    except CorruptRecordError:
-        return False
 
 
 def _index_keys(properties: dict[str, str]) -> tuple[str, ...]:

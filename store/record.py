@@ -102,6 +102,7 @@ _U32 = struct.Struct(">I")
 _I16 = struct.Struct(">h")
 _I8 = struct.Struct(">b")
 _SIZE_MAGIC_CRC = struct.Struct(">iII")
+_SIZE_MAGIC = struct.Struct(">iI")
 _Q = struct.Struct(">q")
 
 
@@ -421,7 +422,7 @@ def check_record(
     remaining = len(view) - position
     if remaining < 8:
         raise CorruptRecordError(f"only {remaining} bytes left, no record header", offset=position)
-    total, magic = _SIZE_MAGIC_CRC.unpack_from(view, position)[:2]
+    total, magic = _SIZE_MAGIC.unpack_from(view, position)  # 8 bytes: a filler may end here
     if magic == BLANK_MAGIC:
         return 0
     if magic != MAGIC_V1 and magic != MAGIC_V2:
@@ -474,6 +475,50 @@ def check_record(
         elif crc32(view[body_at:topic_at]) & 0x7FFFFFFF != crc:
             raise CorruptRecordError("body CRC mismatch", offset=position)
     return total
+
+
+# Total size, magic, body CRC, sys flag and body length of a V1 record with IPv4 hosts.
+_CHECK_HEAD_V4 = struct.Struct(">iII24xi44xi")
+_V6_HOSTS = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
+
+
+def record_intact(view: memoryview | bytes, require_record_crc: bool) -> bool:
+    """Whether ``view`` holds exactly one whole record whose CRC matches: the answer of
+    ``check_record(view, 0, require_record_crc=...) == len(view)``, without the reason.
+
+    Every record a read serves is checked: the common record (V1 magic, IPv4 hosts) with one
+    unpack, anything else by ``check_record``.
+    """
+    n = len(view)
+    if n >= _CHECK_HEAD_V4.size + 3:
+        total, magic, crc, sysflag, body_len = _CHECK_HEAD_V4.unpack_from(view, 0)
+        topic_at = _BODY_POSITION_V4 + body_len
+        if (
+            magic == MAGIC_V1
+            and not sysflag & _V6_HOSTS
+            and total == n
+            and body_len >= 0
+            and topic_at + 3 <= n
+            and view[topic_at] <= 127  # TOPICLEN is a signed byte
+            and (props_at := topic_at + 1 + view[topic_at]) + 2 <= n
+            and view[props_at] <= 127  # PROPERTIESLENGTH is a signed short
+        ):
+            if props_at + 2 + (view[props_at] << 8 | view[props_at + 1]) != n:
+                return False
+            if not require_record_crc:
+                return crc32(view[_BODY_POSITION_V4:topic_at]) & 0x7FFFFFFF == crc
+            tail = bytes(view[n - CRC_PROPERTY_LENGTH :]) if n - props_at >= 22 else b""
+            digits = tail[9:19]
+            return (
+                tail[:9] == _CRC_PROPERTY_PREFIX
+                and tail[19:] == b"\x02"
+                and digits.isdigit()
+                and crc32(view[: n - CRC_PROPERTY_LENGTH]) & 0x7FFFFFFF == int(digits[::-1])
+            )
+    try:
+        return check_record(view, 0, require_record_crc=require_record_crc) == n
+    except CorruptRecordError:
+        return False
 
 
 def decode_record(

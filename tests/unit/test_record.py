@@ -24,6 +24,7 @@ from store.record import (
     encode_blank,
     encode_properties,
     encode_record,
+    record_intact,
     record_length,
 )
 
@@ -229,3 +230,30 @@ def test_any_single_byte_change_in_the_body_is_caught(
     encoded[index] ^= data.draw(st.integers(1, 255))
     with pytest.raises(CorruptRecordError):
         check_record(encoded, 0)
+
+
+def check_record_says_intact(view: bytes, require_record_crc: bool) -> bool:
+    try:
+        return check_record(view, 0, require_record_crc=require_record_crc) == len(view)
+    except CorruptRecordError:
+        return False
+
+
+@settings(max_examples=300, deadline=None)
+@given(records(), st.booleans(), st.data())
+def test_the_read_check_agrees_with_check_record(
+    record: MessageRecord, append_crc: bool, data: st.DataObject
+) -> None:
+    encoded = bytearray(encode_record(record, append_crc=append_crc))
+    # flipped bytes anywhere (lengths, magic, CRC digits...), a cut or a longer view
+    for _ in range(data.draw(st.integers(0, 3))):
+        index = data.draw(st.integers(0, len(encoded) - 1))
+        encoded[index] = data.draw(st.integers(0, 255))
+    if data.draw(st.booleans()):
+        encoded = encoded[: data.draw(st.integers(0, len(encoded)))]
+    elif data.draw(st.booleans()):
+        encoded += b"\x00" * data.draw(st.integers(1, 30))
+    for require in (True, False):
+        expected = check_record_says_intact(bytes(encoded), require)
+        assert record_intact(memoryview(encoded), require) is expected
+        assert record_intact(bytes(encoded), require) is expected
