@@ -211,6 +211,26 @@ class Producer:
 
     def _properties(self, message: Message) -> dict[str, str]:
         """Validate ``message`` and return its wire properties."""
+        self._check_message(message)
+        return self._build_properties(message)
+
+    def _wire_properties(self, message: Message) -> tuple[str, str]:
+        """Validate ``message``; return its properties as sent and its unique key."""
+        self._check_message(message)
+        if not (
+            message.properties
+            or message.tags
+            or message.keys
+            or message.delay_level
+            or message.sharding_key
+        ):
+            # A message with a topic and a body only: the text encode_properties would give.
+            key = self.new_unique_key()
+            return f"WAIT\x01true\x02UNIQ_KEY\x01{key}\x02", key
+        props = self._build_properties(message)
+        return self._properties_text(props), props[PROPERTY_UNIQ_KEY]
+
+    def _check_message(self, message: Message) -> None:
         if not isinstance(message, Message):
             raise ClientUsageError(f"expected a Message, got {type(message).__name__}")
         if message.topic not in self._valid_topics:
@@ -226,6 +246,8 @@ class Producer:
             raise MessageTooLargeError(len(message.body), self.max_message_size)
         if message.delay_level < 0:
             raise ClientUsageError("delay_level must be >= 0")
+
+    def _build_properties(self, message: Message) -> dict[str, str]:
         props = (
             {str(k): str(v) for k, v in message.properties.items()} if message.properties else {}
         )
@@ -368,8 +390,7 @@ class Producer:
         ``RequestTimeoutError`` when the brokers cannot be reached in time.
         """
         self._check_open()
-        props = self._properties(message)
-        properties = self._properties_text(props)
+        properties, unique_key = self._wire_properties(message)
         pick, may_move = self._pick_for(message, queue, selector, sharding_key)
         body = bytes(message.body)
         flag = message.flag
@@ -378,7 +399,7 @@ class Producer:
             return self._send_request(mq, properties, body, flag)
 
         return await self._send_with_retries(
-            message.topic, pick, build, props[PROPERTY_UNIQ_KEY], may_move=may_move
+            message.topic, pick, build, unique_key, may_move=may_move
         )
 
     async def send_oneway(
@@ -391,8 +412,7 @@ class Producer:
     ) -> None:
         """Send without waiting for (or getting) an answer; one attempt, no retry."""
         self._check_open()
-        props = self._properties(message)
-        properties = self._properties_text(props)
+        properties, _ = self._wire_properties(message)
         pick, _ = self._pick_for(message, queue, selector, sharding_key)
         route = await self._core.routes.get(message.topic, for_publish=True)
         mq = pick(route, None)
@@ -418,10 +438,10 @@ class Producer:
                 raise ClientUsageError("a batch cannot go to a retry topic")
             if message.delay_level > 0:
                 raise ClientUsageError("messages of a batch cannot have a delay level")
-            props = self._properties(message)
-            keys.append(props[PROPERTY_UNIQ_KEY])
             # the string is encoded once (it fails early on separators) and goes in as it is
-            inner.append((bytes(message.body), message.flag, self._properties_text(props)))
+            properties, unique_key = self._wire_properties(message)
+            keys.append(unique_key)
+            inner.append((bytes(message.body), message.flag, properties))
         try:
             body = encode_batch_texts(inner)
         except LocalProtocolError as e:

@@ -10,7 +10,7 @@ import pytest
 
 from broker.protocol import RemotingCommand, RequestCode, ResponseCode
 from broker.protocol.headers import HeartbeatData, decode_json_body
-from broker.protocol.message_codec import decode_properties
+from broker.protocol.message_codec import decode_batch, decode_properties, encode_properties
 from client import Message, MessageQueue, Producer, SendStatus
 from client.errors import (
     ClientUsageError,
@@ -63,6 +63,20 @@ async def test_send_wire_shape_and_result() -> None:
     assert beat.client_id == producer.client_id and beat.consumer_data_set == []
     unregister = broker.requests_of(RequestCode.UNREGISTER_CLIENT)[0].ext_fields or {}
     assert unregister["producerGroup"] == "PG" and unregister["clientID"] == producer.client_id
+
+
+async def test_a_plain_message_sends_what_encode_properties_gives() -> None:
+    async with fake_cluster() as cluster:
+        cluster.add_topic("T", 4)
+        async with producer_for(cluster) as producer:
+            result = await producer.send(Message(topic="T", body=b"plain"))
+            batch = await producer.send_batch([Message(topic="T", body=b"b")] * 2)
+        texts = [(r.ext_fields or {})["i"] for r in sends(cluster.brokers[0])]
+    assert texts[0] == encode_properties({"WAIT": "true", "UNIQ_KEY": result.msg_id})
+    inner = decode_batch(sends(cluster.brokers[0])[1].body or b"")
+    assert [m.properties for m in inner] == [
+        {"WAIT": "true", "UNIQ_KEY": key} for key in batch.msg_id.split(",")
+    ]
 
 
 async def test_round_robin_and_many_sends_in_flight() -> None:
