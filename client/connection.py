@@ -90,6 +90,11 @@ def split_addr(addr: str) -> tuple[str, int]:
     return host, int(port)
 
 
+# Frames sent in one turn of the event loop are corked, but at most this many: after a read of
+# ~200 responses, ~200 requests follow in one turn, and the broker would wait for the last one.
+FRAMES_PER_WRITE: Final = 32
+
+
 class Connection(asyncio.Protocol):
     """One TCP connection to a name server or broker. Create with ``await Connection.open``."""
 
@@ -118,6 +123,7 @@ class Connection(asyncio.Protocol):
         self._paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
         self._out: list[bytes] | None = None  # frames waiting for the end of this loop turn
+        self._out_frames = 0  # how many
         self._handler_tasks: set[asyncio.Task[None]] = set()
         self._lost_reason: str | None = None
         self._closed = asyncio.get_running_loop().create_future()
@@ -351,17 +357,26 @@ class Connection(asyncio.Protocol):
         parts = encode_frame_parts(cmd)  # the callers have checked the connection is open
         # The first frame of a turn of the event loop goes out at once (a lone request waits
         # for nothing); the frames after it in the same turn are corked and go out together at
-        # the end of the turn, so many sends in flight do not cost one syscall each.
+        # the end of the turn or every FRAMES_PER_WRITE, so many sends in flight do not cost
+        # one syscall each.
         if self._out is None:
             self._out = []
             asyncio.get_running_loop().call_soon(self._flush_out)
             assert self._transport is not None
             self._transport.writelines(parts)
         else:
-            self._out.extend(parts)
+            out = self._out
+            out.extend(parts)
+            self._out_frames += 1
+            if self._out_frames >= FRAMES_PER_WRITE:
+                self._out = []
+                self._out_frames = 0
+                assert self._transport is not None
+                self._transport.writelines(out)
 
     def _flush_out(self) -> None:
         out, self._out = self._out, None
+        self._out_frames = 0
         if out and self._transport is not None and not self._transport.is_closing():
             self._transport.writelines(out)
 

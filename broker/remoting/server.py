@@ -19,7 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, Final
 
 from broker.protocol import (
     FRAME_SIZE_MAX,
@@ -38,6 +38,12 @@ log = logging.getLogger("pocketmq.remoting")
 
 HandlerResult = RemotingCommand | None
 Handler = Callable[[RemotingCommand, "Connection"], HandlerResult | Awaitable[HandlerResult]]
+
+
+# Responses to one read's requests go out together, but no more than this many at a time: a
+# read can hold ~200 sends, and holding every answer until the last is handled leaves the client
+# idle meanwhile (the two then take turns instead of working at once).
+RESPONSES_PER_WRITE: Final = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,11 +102,15 @@ class Connection(asyncio.Protocol):
             return
         self._pending_writes = []
         try:
-            for command in commands:
+            for i, command in enumerate(commands, 1):
                 if command.is_response:
                     self._response_received(command)
                 else:
                     self._dispatch(command)
+                if not i % RESPONSES_PER_WRITE and self._pending_writes:
+                    pending, self._pending_writes = self._pending_writes, []
+                    if self.transport is not None and not self.closed:
+                        self.transport.writelines(pending)
         finally:
             pending, self._pending_writes = self._pending_writes, None
             if pending and self.transport is not None and not self.closed:
