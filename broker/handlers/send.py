@@ -6,8 +6,16 @@ import random
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from broker.protocol import MalformedBodyError, MalformedHeaderError, RemotingCommand, ResponseCode
-from broker.protocol.codes import RequestCode
+import msgspec
+
+from broker.protocol import (
+    MalformedBodyError,
+    MalformedHeaderError,
+    RemotingCommand,
+    ResponseCode,
+    encode_json_success,
+)
+from broker.protocol.codes import RequestCode, SerializeType
 from broker.protocol.headers import SendMessageRequestHeader, parse_send_message_header
 from broker.protocol.message_codec import (
     decode_batch_texts,
@@ -59,12 +67,14 @@ def _offset_msg_id(broker: Broker, connection: Connection, physical_offset: int)
 _OFFSET_MAX = 2**63 - 1
 # Globals: an enum attribute lookup costs more, on the path of every send.
 _SUCCESS = ResponseCode.SUCCESS
+_JSON = SerializeType.JSON
+_encode_json = msgspec.json.Encoder().encode
 _SEND_BATCH_MESSAGE = RequestCode.SEND_BATCH_MESSAGE
 
 
 def handle_send(
     broker: Broker, request: RemotingCommand, connection: Connection
-) -> RemotingCommand | Awaitable[RemotingCommand]:
+) -> RemotingCommand | bytes | Awaitable[RemotingCommand]:
     try:
         header = parse_send_message_header(request.code, request.ext_fields)
     except MalformedHeaderError as error:
@@ -148,7 +158,7 @@ def _send_batch(
     queue_id: int,
     body: bytes,
     born_host: Host,
-) -> RemotingCommand | Awaitable[RemotingCommand]:
+) -> RemotingCommand | bytes | Awaitable[RemotingCommand]:
     if header.topic.startswith("%RETRY%"):
         return _refuse(
             request, ResponseCode.MESSAGE_ILLEGAL, "batch request does not support retry group"
@@ -214,10 +224,12 @@ def _maybe_wait(
     result: PutResult,
     ext: dict[str, str],
     wait_store: bool,
-) -> RemotingCommand | Awaitable[RemotingCommand]:
-    response = request.make_response(_SUCCESS, ext_fields=ext)
+) -> RemotingCommand | bytes | Awaitable[RemotingCommand]:
     if not broker.flush.sync or not wait_store:
-        return response
+        if request.serialize_type == _JSON:  # nearly every send: the frame, with no command
+            return encode_json_success(request.opaque, _encode_json(ext))
+        return request.make_response(_SUCCESS, ext_fields=ext)
+    response = request.make_response(_SUCCESS, ext_fields=ext)
     # A future, which the connection answers from when it is done: no task per send.
     return broker.flush.when_durable(
         result.end_offset,

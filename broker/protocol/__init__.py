@@ -37,6 +37,7 @@ from .frames import (
     decode_frame,
     encode_frame,
     encode_frame_parts,
+    encode_json_success,
 )
 from .headers import REQUEST_HEADERS, RemotingHeader, decode_json_body, encode_json_body
 
@@ -65,5 +66,6 @@ __all__ = [
     "decode_json_body",
     "encode_frame",
     "encode_frame_parts",
+    "encode_json_success",
     "encode_json_body",
 ]

@@ -43,6 +43,7 @@ __all__ = [
     "decode_frame",
     "encode_frame",
     "encode_frame_parts",
+    "encode_json_success",
     "mark_protocol_type",
 ]
 
@@ -404,6 +405,21 @@ def encode_frame_parts(
     if length > _INT_MAX:
         raise LocalProtocolError("frame longer than a Java int", value=length)
     return [_PREFIX.pack(length, (stype << 24) | hlen) + header, body]
+
+
+def encode_json_success(opaque: int, ext_json: bytes, version: int = DEFAULT_VERSION) -> bytes:
+    """``encode_frame(request.make_response(SUCCESS, ext_fields=ext))`` for a JSON request,
+    where ``ext_json`` is ``ext`` already encoded as a JSON object: the frame of the answer a
+    broker sends most (one per send), without a command and a header struct per answer.
+    ``opaque`` is the request's (a Java int, as decoded)."""
+    header = (
+        b'{"code":0,"extFields":%b,"flag":1,"language":"JAVA","opaque":%d,'
+        b'"serializeTypeCurrentRPC":"JSON","version":%d}' % (ext_json, opaque, version)
+    )
+    hlen = len(header)
+    if hlen > _HEADER_LENGTH_MAX:
+        raise LocalProtocolError("header longer than 16 MiB - 1 bytes", value=hlen)
+    return _PREFIX.pack(4 + hlen, hlen) + header
 
 
 def encode_frame(cmd: RemotingCommand, serialize_type: SerializeType | None = None) -> bytes:

@@ -36,7 +36,9 @@ __all__ = ["Connection", "Handler", "RemotingServer", "ServerLimits"]
 
 log = logging.getLogger("pocketmq.remoting")
 
-HandlerResult = RemotingCommand | None
+# A response, an encoded response frame (bytes: the answer to a send, built without a
+# command), or None (no answer).
+HandlerResult = RemotingCommand | bytes | None
 Handler = Callable[[RemotingCommand, "Connection"], HandlerResult | Awaitable[HandlerResult]]
 
 
@@ -152,7 +154,8 @@ class Connection(asyncio.Protocol):
         except Exception as error:  # one request's failure must not reach the event loop
             self._handler_failed(request, error)
             return
-        if type(result) is RemotingCommand:  # the common case, checked first: every request
+        # The common cases first: a response, or one already encoded (a send's answer).
+        if type(result) is RemotingCommand or type(result) is bytes:
             self.send_response(request, result)
         elif isinstance(result, asyncio.Future):
             # A future (a sync-flush send): answered from its callback, no task.
@@ -215,9 +218,12 @@ class Connection(asyncio.Protocol):
 
     # -- writing ----------------------------------------------------------------------------
 
-    def send_response(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
+    def send_response(self, request: RemotingCommand, response: HandlerResult) -> None:
         if response is None or request.flag & RPC_ONEWAY:
             return  # a oneway request gets no answer, as in RocketMQ
+        if type(response) is bytes:
+            self.write(response)
+            return
         # header and body apart: a pulled body goes to the socket without a copy
         self.write(*encode_frame_parts(response))
 

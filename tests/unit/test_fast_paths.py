@@ -28,7 +28,9 @@ from broker.protocol import (
     RemotingCommand,
     RequestCode,
     SerializeType,
+    decode_frame,
     encode_frame,
+    encode_json_success,
 )
 from broker.protocol import headers as H
 from broker.protocol import message_codec as MC
@@ -303,6 +305,20 @@ def test_record_shortcut_refuses_a_negative_properties_length() -> None:
 # -- frames --------------------------------------------------------------------------------------
 
 
+@settings(max_examples=200)
+@given(
+    st.dictionaries(st.text(max_size=12), st.text(max_size=40), max_size=6),
+    st.integers(-(2**31), 2**31 - 1),
+    st.integers(-(2**31), 2**31 - 1),
+)
+def test_encoded_success_is_the_frame_of_the_response(
+    ext: dict[str, str], opaque: int, version: int
+) -> None:
+    request = RemotingCommand(code=310, opaque=opaque, ext_fields={"a": "g"})
+    expected = encode_frame(request.make_response(0, ext_fields=ext, version=version))
+    assert encode_json_success(opaque, msgspec.json.encode(ext), version) == expected
+
+
 def reference_json_header(cmd: RemotingCommand) -> bytes:
     return msgspec.json.encode(
         _JsonHeaderOut(
@@ -518,7 +534,9 @@ async def test_batch_stores_each_messages_properties_as_re_encoding_would() -> N
             remote_address = "127.0.0.1:5555"
             attributes: dict[str, Any] = {}
 
-        response = handle_send(broker, request, Conn())  # type: ignore[arg-type]
+        answer = handle_send(broker, request, Conn())  # type: ignore[arg-type]
+        assert isinstance(answer, bytes)  # the encoded frame of a JSON request's answer
+        response, _ = decode_frame(answer) or (None, 0)
         assert isinstance(response, RemotingCommand) and response.code == 0
         assert response.ext_fields is not None
         assert response.ext_fields["transactionId"] == "A,,"
