@@ -177,6 +177,9 @@ class MessageStore:
         self.damaged: list[DamagedRange] = []
         self.store_format = StoreFormat()
         self.corrupt_reads = 0  # records skipped by reads because they failed a check
+        # Records from here on were checked in this process: by the recovery scan at open, or
+        # by being appended. Reads check the ones below (segments a tail scan skipped).
+        self.checked_from = 0
         self.last_store_timestamp = 0  # store time of the newest record appended
         self.recovery_report = RecoveryReport()
         self._lock_fd: int | None = None
@@ -230,7 +233,10 @@ class MessageStore:
         try:
             abnormal = self.backend.exists(paths.ABORT)
             self.backend.write_bytes(paths.ABORT, str(os.getpid()).encode(), durable=False)
-            self.recovery_report = self._recover(abnormal)
+            self.recovery_report = report = self._recover(abnormal)
+            self.checked_from = (
+                report.scanned_from if self.config.check_crc_on_recover else report.end_offset
+            )
             updated = self.store_format.after_recovery(
                 self.commitlog.max_offset, append_record_crc=self.config.append_record_crc
             )
@@ -784,7 +790,8 @@ class MessageStore:
 
         Entries whose tags code is not in ``tags_codes`` (when given), whose message is not
         available (when ``only_available``) or which lie in a damaged range are skipped; the
-        next offset moves past them."""
+        next offset moves past them. With ``verify_crc``, a record this process has not
+        checked yet (below ``checked_from``) is checked first and skipped if it fails."""
         queue = self.consume_queues.get(topic, queue_id)
         if queue is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0, [])
@@ -820,7 +827,11 @@ class MessageStore:
             ):
                 continue
             view = self.commitlog.view_at(physical, size)
-            if verify_crc and not record_intact(view, self.store_format.requires_crc(physical)):
+            if (
+                verify_crc
+                and physical < self.checked_from
+                and not record_intact(view, self.store_format.requires_crc(physical))
+            ):
                 self.corrupt_reads += 1
                 continue  # never serve a damaged record; recovery or `store inspect` names it
             messages.append((queue_offset, physical, view))

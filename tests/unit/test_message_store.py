@@ -225,6 +225,31 @@ def test_damage_in_an_older_segment_is_reported_and_never_served(tmp_path: Path)
         assert store.read(offsets[8]).body == bytes([8]) * 1_000_000
 
 
+def test_a_read_checks_what_this_process_has_not_checked(tmp_path: Path) -> None:
+    # A tail recovery scans the newest segment only: damage in an older one is found by the
+    # read that would serve it. What the scan or this process wrote is served unchecked.
+    root = tmp_path / "s"
+    config = StoreConfig(commitlog_segment_size=4 * 1024 * 1024 + 64 * 1024)
+    with MessageStore.open(root, config=config) as store:
+        assert store.checked_from == 0  # a new store: everything is appended by this process
+        offsets = [
+            store.put(PutMessage(topic="T", body=bytes([i]) * 1_000_000)).physical_offset
+            for i in range(9)
+        ]
+    with open(root / "commitlog" / f"{0:020d}", "r+b") as handle:
+        handle.seek(offsets[2] + 100)
+        handle.write(b"\x00\x01")
+    with MessageStore.open(root, config=config) as store:
+        assert store.recovery_report.damaged == []  # not scanned
+        assert offsets[2] < store.checked_from == store.recovery_report.scanned_from
+        served = [p for _, p, _ in store.get_messages("T", 0, 0, 32, max_bytes=1 << 26).messages]
+        assert served == offsets[:2] + offsets[3:]
+        assert store.corrupt_reads == 1
+        later = store.put(PutMessage(topic="T", body=b"new")).physical_offset
+        assert [p for _, p, _ in store.get_messages("T", 0, 9, 32).messages] == [later]
+        assert store.corrupt_reads == 1
+
+
 def test_a_full_disk_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def no_space(fd: int, offset: int, length: int) -> None:
         raise OSError(28, "No space left on device")
