@@ -157,6 +157,7 @@ class V5IdGenerator:
 
     def _set_pid(self, pid: int) -> None:
         self._prefix = f"01{self._mac_hex}{pid & _U16:04X}"
+        self._head: tuple[int | None, str] = (None, "")  # seconds, prefix + seconds in hex
 
     def next_id(self) -> str:
         """A new 5.x message ID."""
@@ -171,8 +172,10 @@ class V5IdGenerator:
                     s = self._last_s + 1
             self._seq = seq + 1
             self._last_s = s
-            prefix = self._prefix
-        return f"{prefix}{s & _U32:08X}{seq:08X}"
+            head = self._head
+            if head[0] != s:
+                head = self._head = (s, f"{self._prefix}{s & _U32:08X}")
+        return f"{head[1]}{seq:08X}"
 
     def _after_fork(self) -> None:
         self._lock = threading.Lock()

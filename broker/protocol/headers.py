@@ -37,6 +37,7 @@ __all__ = [
     "REQUEST_HEADERS",
     "RemotingHeader",
     "parse_send_message_header",
+    "send_result_fields",
     # send
     "SendMessageRequestHeader",
     "SendMessageRequestHeaderV2",
@@ -402,6 +403,27 @@ class SendMessageResponseHeader(
     recall_handle: str | None = None  # 5.x
     msg_region: str | None = None  # broker regionId, "DefaultRegion"
     trace_on: bool | None = None
+
+
+def send_result_fields(ext: Mapping[str, str] | None) -> tuple[str, int, int, str | None, str | None]:
+    """``SendMessageResponseHeader.from_ext_fields(ext)`` as what a producer keeps of it: msg
+    id, queue id, queue offset, transaction id and region. The answer to every send: the usual
+    shape (a queue id up to 1023, an offset of up to 18 digits) is read straight from the map;
+    anything else goes through ``from_ext_fields``, with the same values and errors."""
+    if ext is not None:
+        msg_id = ext.get("msgId")
+        queue_id = _SMALL_INTS.get(ext.get("queueId", ""))
+        offset = ext.get("queueOffset", "")
+        if (
+            msg_id is not None
+            and queue_id is not None
+            and len(offset) <= 18
+            and offset.isdigit()
+            and offset.isascii()
+        ):
+            return msg_id, queue_id, int(offset), ext.get("transactionId"), ext.get("MSG_REGION")
+    header = SendMessageResponseHeader.from_ext_fields(ext)
+    return header.msg_id, header.queue_id, header.queue_offset, header.transaction_id, header.msg_region
 
 
 # -- pull and offsets -------------------------------------------------------------------------
