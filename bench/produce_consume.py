@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import NamedTuple
 
 import uvloop
 
@@ -127,13 +128,45 @@ class Echo:
         return n / (time.perf_counter() - started)
 
 
-async def bench_mode(flush: str, messages: int, echo: Echo) -> dict[str, tuple[float, float]]:
-    """Each row: (rate, the echo's rate measured right before it); latency rows: (ms, 0)."""
+class Row(NamedTuple):
+    value: float  # msg/s, or ms for the latency rows
+    ceiling: float = 0.0  # the echo's rate measured right before the row
+    cpu: tuple[float, float] | None = None  # share of a core: this process (SDK), the broker
+
+
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (Linux /proc; 0 elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuShare:
+    """The SDK's (this process) and the broker's CPU over a row: which of them is the limit."""
+
+    def __init__(self, broker_pid: int) -> None:
+        self.broker_pid = broker_pid
+        self.started = time.perf_counter()
+        self.sdk = time.process_time()
+        self.broker = process_cpu_s(broker_pid)
+
+    def shares(self) -> tuple[float, float]:
+        elapsed = time.perf_counter() - self.started
+        return (
+            (time.process_time() - self.sdk) / elapsed,
+            (process_cpu_s(self.broker_pid) - self.broker) / elapsed,
+        )
+
+
+async def bench_mode(flush: str, messages: int, echo: Echo) -> dict[str, Row]:
     data = tempfile.mkdtemp(prefix="pocketmq-bench-")
     namesrv_port = free_port()
     process, ready = start(standalone_command(namesrv_port, data, "--flush", flush))
     namesrv = f"127.0.0.1:{namesrv_port}"
-    results: dict[str, tuple[float, float]] = {}
+    results: dict[str, Row] = {}
     body = os.urandom(BODY)
     topic = f"Bench{flush.capitalize()}"
     try:
@@ -144,7 +177,7 @@ async def bench_mode(flush: str, messages: int, echo: Echo) -> dict[str, tuple[f
             started = time.perf_counter()
             for _ in range(n):
                 await producer.send(Message(topic=topic, body=body))
-            results["one at a time"] = (n / (time.perf_counter() - started), ceiling)
+            results["one at a time"] = Row(n / (time.perf_counter() - started), ceiling)
 
             async def worker(count: int) -> None:
                 for _ in range(count):
@@ -156,11 +189,13 @@ async def bench_mode(flush: str, messages: int, echo: Echo) -> dict[str, tuple[f
             per_round = max(1, messages // 3 // 256)
             for _ in range(3):
                 ceiling = await echo.in_flight()
-                started = time.perf_counter()
+                cpu = CpuShare(process.pid)
                 await asyncio.gather(*(worker(per_round) for _ in range(256)))
-                rounds.append((per_round * 256 / (time.perf_counter() - started), ceiling))
+                rate = per_round * 256 / (time.perf_counter() - cpu.started)
+                rounds.append(Row(rate, ceiling, cpu.shares()))
             messages = 3 * per_round * 256
-            results["pipelined (256 in flight)"] = sorted(rounds, key=lambda r: r[0] / r[1])[1]
+            rounds.sort(key=lambda row: row.value / row.ceiling)
+            results["pipelined (256 in flight)"] = rounds[1]
 
             batches = messages // 32 // 16 * 16
 
@@ -172,7 +207,7 @@ async def bench_mode(flush: str, messages: int, echo: Echo) -> dict[str, tuple[f
             started = time.perf_counter()
             await asyncio.gather(*(batch_worker(batches // 16) for _ in range(16)))
             rate = batches * 32 / (time.perf_counter() - started)
-            results["batch of 32 (16 in flight)"] = (rate, ceiling)
+            results["batch of 32 (16 in flight)"] = Row(rate, ceiling)
         total = 1 + n + messages + batches * 32
 
         consumer = PushConsumer(f"bench-consumer-{flush}", namesrv=namesrv, consume_from="first")
@@ -180,15 +215,16 @@ async def bench_mode(flush: str, messages: int, echo: Echo) -> dict[str, tuple[f
         received = 0
         ceiling = await echo.in_flight()
         async with consumer:
-            started = time.perf_counter()
+            cpu = CpuShare(process.pid)
             async for message in consumer:
                 await consumer.ack(message)
                 received += 1
                 if received >= total:
                     break
-            results["consume"] = (received / (time.perf_counter() - started), ceiling)
+            rate = received / (time.perf_counter() - cpu.started)
+            results["consume"] = Row(rate, ceiling, cpu.shares())
         p50, p99 = await e2e_latency(namesrv, f"{topic}Latency")
-        results["e2e p50 ms"], results["e2e p99 ms"] = (p50, 0.0), (p99, 0.0)
+        results["e2e p50 ms"], results["e2e p99 ms"] = Row(p50), Row(p99)
     finally:
         process.terminate()
         process.wait()
@@ -246,13 +282,14 @@ async def main(args: argparse.Namespace) -> None:
         for flush in args.flush:
             results = await bench_mode(flush, args.messages, echo)
             print(f"\nflush={flush}")
-            for name, (value, ceiling) in results.items():
+            for name, (value, ceiling, cpu) in results.items():
                 if name.startswith("e2e"):
                     print(f"  {name:<30}{value:>12.2f}")
                     continue
+                shares = f"; CPU: SDK {cpu[0]:.0%}, broker {cpu[1]:.0%}" if cpu else ""
                 print(
                     f"  {name:<30}{value:>12,.0f} msg/s  {value / ceiling:>7.1%} of the echo"
-                    f" ({ceiling:,.0f}/s)"
+                    f" ({ceiling:,.0f}/s){shares}"
                 )
 
 
