@@ -10,7 +10,8 @@ a small warm-up count of messages, divided by N, so start-up, imports and one-ti
                       queue, index of two keys, both CRCs)
   broker per send     `pocketmq standalone` answering SEND_MESSAGE_V2, 256 in flight
   client per send     Producer.send, 256 in flight, against a broker outside valgrind
-  client per consume  a PushConsumer reading and acking, against a broker outside valgrind
+  client per consume  a PushConsumer reading (each body) and acking, against a broker outside
+                      valgrind
 
 Ceiling, counted the same way: one buffered `write` of the same record in Python. Callgrind
 counts user-space instructions only: the kernel's share (the copy into the page cache, page
@@ -93,9 +94,10 @@ CONSUMER_PROGRAM = textwrap.dedent(
     async def main():
         consumer = PushConsumer(group, namesrv=namesrv, consume_from="first")
         consumer.subscribe("Instructions", "*")
-        received = 0
+        received = size = 0
         async with consumer:
             async for message in consumer:
+                size += len(message.body)  # as bench/produce_consume.py: the body is read
                 await consumer.ack(message)
                 received += 1
                 if received >= n:

@@ -91,11 +91,18 @@ class ProcessQueue:
         if message.queue_offset in self.messages:
             self.messages[message.queue_offset] = message
 
-    def remove(self, offset: int) -> None:
-        message = self.messages.pop(offset, None)
+    def remove(self, offset: int) -> int:
+        """Take a consumed message out; returns the offset to commit now (``commit_offset``)."""
+        messages = self.messages
+        message = messages.pop(offset, None)
         if message is not None:
             self.size_bytes -= len(message.body)
             self.space.set()
+        # commit_offset(), inline: this runs for every message consumed
+        order = self._order
+        while order and order[0] not in messages:
+            order.popleft()
+        return order[0] if order else self.next_offset
 
     def commit_offset(self) -> int:
         """The offset to commit: lowest cached, else the next to pull."""

@@ -677,8 +677,8 @@ class PushConsumer:
         self._after_listener(pq, message, ConsumeResult.SUCCESS)
 
     def _done(self, pq: ProcessQueue, message: ReceivedMessage) -> None:
-        pq.remove(message.queue_offset)
-        self._offsets.update(pq.mq, pq.commit_offset(), increase_only=not self.orderly)
+        commit = pq.remove(message.queue_offset)
+        self._offsets.update(pq.mq, commit, increase_only=not self.orderly)
 
     def _retry_later(self, pq: ProcessQueue, message: ReceivedMessage) -> None:
         async def later() -> None:

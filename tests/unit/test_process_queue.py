@@ -47,8 +47,8 @@ def test_commit_offset_is_the_lowest_cached_offset(script: list[tuple[str, int]]
             cached.update(dict.fromkeys(m.queue_offset for m in batch))
         elif action == "remove" and cached:
             offset = list(cached)[number % len(cached)]
-            pq.remove(offset)
             del cached[offset]
+            assert pq.remove(offset) == min(cached, default=next_offset)
             done.append(offset)
         elif action == "readd" and done:
             offset = done.pop(number % len(done))  # redelivered after a rollback
