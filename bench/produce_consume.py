@@ -15,7 +15,8 @@ this process runs the SDK on uvloop. Rows (1 KiB bodies):
 Ceiling: a bare uvloop echo server in its own process, frames of the same size (the
 SEND_MESSAGE_V2 frame of a 1 KiB body), one in flight for the first row and 256 in flight for
 the others, measured again right before each row (and each pipelined round) and printed beside
-it: this machine's speed drifts by up to 2x within a minute.
+it: this machine's speed drifts by up to 2x within a minute. Each mode prints a CPU speed
+probe before and after (a fixed loop timed on each CPU): the phase the figures were taken in.
 """
 
 from __future__ import annotations
@@ -276,14 +277,38 @@ async def e2e_latency(
     return statistics.median(measured), ordered[int(0.99 * (len(ordered) - 1))]
 
 
+def cpu_speed_probe() -> str:
+    """A fixed Python loop timed on each CPU in turn: this machine's vCPUs swing between a fast
+    and a slow phase (about 85 against 150 ms here), each on its own, within seconds, and a
+    row's figures follow the phase of the CPUs it ran on."""
+    if not hasattr(os, "sched_setaffinity"):
+        return "not available"
+    allowed = os.sched_getaffinity(0)
+    timings = []
+    try:
+        for cpu in sorted(allowed):
+            os.sched_setaffinity(0, {cpu})
+            started = time.perf_counter()
+            total = 0
+            for i in range(3_000_000):
+                total += i
+            timings.append(f"cpu{cpu} {(time.perf_counter() - started) * 1000:.0f} ms")
+    finally:
+        os.sched_setaffinity(0, allowed)
+    return ", ".join(timings)
+
+
 async def main(args: argparse.Namespace) -> None:
     # The frame of a SEND_MESSAGE_V2 with a 1 KiB body is about 1.3 KB; echo that size.
     frame_size = 1320
     async with Echo(frame_size) as echo:
         print(f"ceiling: bare uvloop echo of {frame_size} B frames, measured right before each row")
         for flush in args.flush:
+            before = cpu_speed_probe()
             results = await bench_mode(flush, args.messages, echo)
-            print(f"\nflush={flush}")
+            print(
+                f"\nflush={flush} (CPU speed probe, before: {before}; after: {cpu_speed_probe()})"
+            )
             for name, (value, ceiling, cpu) in results.items():
                 if name.startswith("e2e"):
                     print(f"  {name:<30}{value:>12.2f}")
