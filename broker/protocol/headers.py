@@ -405,7 +405,9 @@ class SendMessageResponseHeader(
     trace_on: bool | None = None
 
 
-def send_result_fields(ext: Mapping[str, str] | None) -> tuple[str, int, int, str | None, str | None]:
+def send_result_fields(
+    ext: Mapping[str, str] | None,
+) -> tuple[str, int, int, str | None, str | None]:
     """``SendMessageResponseHeader.from_ext_fields(ext)`` as what a producer keeps of it: msg
     id, queue id, queue offset, transaction id and region. The answer to every send: the usual
     shape (a queue id up to 1023, an offset of up to 18 digits) is read straight from the map;
@@ -423,7 +425,13 @@ def send_result_fields(ext: Mapping[str, str] | None) -> tuple[str, int, int, st
         ):
             return msg_id, queue_id, int(offset), ext.get("transactionId"), ext.get("MSG_REGION")
     header = SendMessageResponseHeader.from_ext_fields(ext)
-    return header.msg_id, header.queue_id, header.queue_offset, header.transaction_id, header.msg_region
+    return (
+        header.msg_id,
+        header.queue_id,
+        header.queue_offset,
+        header.transaction_id,
+        header.msg_region,
+    )
 
 
 # -- pull and offsets -------------------------------------------------------------------------
