@@ -22,9 +22,8 @@ from broker.protocol.message_codec import (
     PLAIN_RECORD_EXCLUDED_FLAGS,
     RECORD_HEAD_V4,
     MessageExt,
-    RecordFields,
+    decode_message_at,
     decode_properties_bytes,
-    decode_record_at,
     host_text,
     offset_msg_id_of,
 )
@@ -334,10 +333,10 @@ class ReceivedMessage:
                     pos = rec_end
                     continue
             try:
-                fields, pos = decode_record_at(buf, pos)
+                ext, pos = decode_message_at(buf, pos)
             except MalformedBodyError:
                 break
-            out.append(_received_fields(fields, queue))
+            out.append(cls.from_ext(ext, queue))
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -415,49 +414,6 @@ class _DecodedOnFirstRead:
 # Set after @dataclass has made the class: as class attributes they would be field defaults.
 for _name in ("tags", "keys", "properties", "msg_id", "offset_msg_id", "born_host", "store_host"):
     setattr(ReceivedMessage, _name, _DecodedOnFirstRead(_name))
-
-
-def _received_fields(fields: RecordFields, queue: MessageQueue) -> ReceivedMessage:
-    """A message from a record the general decoder read (``RecordFields`` order)."""
-    (
-        topic,
-        body,
-        flag,
-        properties,
-        _,
-        queue_offset,
-        commitlog_offset,
-        sys_flag,
-        born_ts,
-        born_host,
-        born_port,
-        store_ts,
-        store_host,
-        store_port,
-        reconsume,
-        _,
-        crc,
-        _,
-        offset_msg_id,
-    ) = fields
-    return _received(
-        topic,
-        body,
-        properties,
-        offset_msg_id,
-        queue,
-        queue_offset,
-        commitlog_offset,
-        flag,
-        sys_flag,
-        born_ts,
-        f"{born_host}:{born_port}",
-        store_ts,
-        f"{store_host}:{store_port}",
-        reconsume,
-        crc,
-        None,
-    )
 
 
 def _received(

@@ -56,7 +56,6 @@ __all__ = [
     "RECORD_HEAD_V4",
     "BatchMessage",
     "MessageExt",
-    "RecordFields",
     "body_crc",
     "decode_batch",
     "decode_batch_texts",
@@ -64,7 +63,7 @@ __all__ = [
     "decode_messages",
     "decode_properties",
     "decode_properties_bytes",
-    "decode_record_at",
+    "decode_message_at",
     "encode_batch",
     "encode_batch_texts",
     "encode_message_record",
@@ -568,15 +567,16 @@ def _message_ext(fields: RecordFields) -> MessageExt:
     )
 
 
-def decode_record_at(
+def decode_message_at(
     buf: bytes, pos: int, *, decompress: bool = True, check_crc: bool = False
-) -> tuple[RecordFields, int]:
-    """The record starting at ``buf[pos]`` as ``RecordFields``, and where it ends; raises
-    ``MalformedBodyError`` naming the fault and its offset."""
+) -> tuple[MessageExt, int]:
+    """The record starting at ``buf[pos]`` and where it ends; raises ``MalformedBodyError``
+    naming the fault and its offset."""
     try:
-        return _decode_record(buf, pos, decompress=decompress, check_crc=check_crc)
+        fields, end = _decode_record(buf, pos, decompress=decompress, check_crc=check_crc)
     except _RecordError as e:
         raise MalformedBodyError(e.reason, offset=e.offset) from None
+    return _message_ext(fields), end
 
 
 def decode_messages(

@@ -198,10 +198,11 @@ def test_torn_tail_is_cut_and_reported(tmp_path: Path) -> None:
         assert store.read(offsets[7]).unique_key == "U00000099"
 
 
-def test_damage_in_an_older_segment_is_reported_and_never_served(tmp_path: Path) -> None:
-    root = tmp_path / "s"
-    config = StoreConfig(commitlog_segment_size=4 * 1024 * 1024 + 64 * 1024, recovery_scan="full")
+def damage_the_third_of_nine(root: Path, config: StoreConfig) -> list[int]:
+    """Nine 1 MB messages over three segments, two bytes of the third (first segment) changed
+    while the store is closed; returns their offsets."""
     with MessageStore.open(root, config=config) as store:
+        assert store.checked_from == 0  # a new store: everything is appended by this process
         offsets = [
             store.put(PutMessage(topic="T", body=bytes([i]) * 1_000_000)).physical_offset
             for i in range(9)
@@ -209,6 +210,13 @@ def test_damage_in_an_older_segment_is_reported_and_never_served(tmp_path: Path)
     with open(root / "commitlog" / f"{0:020d}", "r+b") as handle:
         handle.seek(offsets[2] + 100)
         handle.write(b"\x00\x01")
+    return offsets
+
+
+def test_damage_in_an_older_segment_is_reported_and_never_served(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    config = StoreConfig(commitlog_segment_size=4 * 1024 * 1024 + 64 * 1024, recovery_scan="full")
+    offsets = damage_the_third_of_nine(root, config)
     with MessageStore.open(root, config=config) as store:
         report = store.recovery_report
         assert report.torn_tail is None
@@ -230,15 +238,7 @@ def test_a_read_checks_what_this_process_has_not_checked(tmp_path: Path) -> None
     # read that would serve it. What the scan or this process wrote is served unchecked.
     root = tmp_path / "s"
     config = StoreConfig(commitlog_segment_size=4 * 1024 * 1024 + 64 * 1024)
-    with MessageStore.open(root, config=config) as store:
-        assert store.checked_from == 0  # a new store: everything is appended by this process
-        offsets = [
-            store.put(PutMessage(topic="T", body=bytes([i]) * 1_000_000)).physical_offset
-            for i in range(9)
-        ]
-    with open(root / "commitlog" / f"{0:020d}", "r+b") as handle:
-        handle.seek(offsets[2] + 100)
-        handle.write(b"\x00\x01")
+    offsets = damage_the_third_of_nine(root, config)
     with MessageStore.open(root, config=config) as store:
         assert store.recovery_report.damaged == []  # not scanned
         assert offsets[2] < store.checked_from == store.recovery_report.scanned_from
