@@ -18,6 +18,7 @@ Brokers started with ``--clock manual`` (pocketmq only) move their clock when to
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import re
 from collections.abc import Sequence
@@ -33,6 +34,7 @@ from broker.protocol.headers import (
     ClusterInfo,
     CreateTopicRequestHeader,
     SubscriptionGroupConfig,
+    TopicConfigSerializeWrapper,
     decode_json_body,
 )
 
@@ -65,12 +67,15 @@ _GROUP_LENGTH_MAX = 255
 
 @dataclass(frozen=True)
 class QueueStatus:
-    """``last_update_ms``: store time of the queue's last message (None when empty/unknown)."""
+    """``last_update_ms``: store time of the queue's last message (None when empty/unknown).
+    ``message_type``: the topic's 5.x ``message.type`` on the queue's broker ("NORMAL" when it
+    has none; None when the broker would not say)."""
 
     queue: MessageQueue
     min_offset: int
     max_offset: int
     last_update_ms: int | None
+    message_type: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +85,7 @@ class QueueStatus:
             "min_offset": self.min_offset,
             "max_offset": self.max_offset,
             "last_update_ms": self.last_update_ms,
+            "message_type": self.message_type,
         }
 
 
@@ -271,13 +277,27 @@ class Admin(CoreClient):
         out: list[QueueStatus] = []
         for broker_name, addr in sorted(route.master_addrs().items()):
             queues = [mq for mq in route.subscribe_queues if mq.broker_name == broker_name]
+            message_type = await self._message_type(addr, topic)
             try:
-                out.extend(await self._stats_table(addr, topic, broker_name))
-                continue
+                rows = await self._stats_table(addr, topic, broker_name)
             except (BrokerError, RemoteProtocolError) as e:
                 log.debug("GET_TOPIC_STATS_INFO on %s unavailable: %s", broker_name, e)
-            out.extend(await asyncio.gather(*(self._queue_status(mq) for mq in queues)))
+                rows = await asyncio.gather(*(self._queue_status(mq) for mq in queues))
+            out.extend(dataclasses.replace(row, message_type=message_type) for row in rows)
         return sorted(out, key=lambda s: s.queue)
+
+    async def _message_type(self, addr: str, topic: str) -> str | None:
+        """The topic's ``message.type`` on one broker, from GET_ALL_TOPIC_CONFIG (21)."""
+        try:
+            response = check_response(
+                await self._core.invoke(addr, make_request(RequestCode.GET_ALL_TOPIC_CONFIG))
+            )
+            table = decode_json_body(response.body or b"{}", TopicConfigSerializeWrapper)
+        except (BrokerError, RemoteProtocolError) as e:
+            log.debug("GET_ALL_TOPIC_CONFIG on %s unavailable: %s", addr, e)
+            return None
+        config = table.topic_config_table.get(topic)
+        return None if config is None else config.attributes.get("message.type") or "NORMAL"
 
     async def _stats_table(self, addr: str, topic: str, broker_name: str) -> list[QueueStatus]:
         cmd = make_request(RequestCode.GET_TOPIC_STATS_INFO, ext_fields={"topic": topic})

@@ -55,6 +55,11 @@ async def test_topic_message_types() -> None:
         assert plain is not None and plain.attributes == {}
         assert topic_message_type(plain) == "NORMAL"
 
+        # topic status shows each queue's type, as its broker has it
+        assert {s.message_type for s in await admin.topic_status("Ledger")} == {"MIXED"}
+        rows = [s.to_dict() for s in await admin.topic_status("Plain")]
+        assert len(rows) == 2 and {r["message_type"] for r in rows} == {"NORMAL"}
+
         with pytest.raises(ClientUsageError, match="message_type must be one of"):
             await admin.create_topic("Refused", 2, message_type="fifo")
         assert broker.topics.get("Refused") is None
