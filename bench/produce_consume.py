@@ -17,6 +17,9 @@ SEND_MESSAGE_V2 frame of a 1 KiB body), one in flight for the first row and 256 
 the others, measured again right before each row (and each pipelined round) and printed beside
 it: this machine's speed drifts by up to 2x within a minute. Each mode prints a CPU speed
 probe before and after (a fixed loop timed on each CPU): the phase the figures were taken in.
+With two CPUs or more the SDK (this process) runs on the first and the broker and the echo
+server on the others (--no-pin: wherever the OS puts them), so a row and its ceiling use the
+same CPUs.
 """
 
 from __future__ import annotations
@@ -75,11 +78,24 @@ def standalone_command(namesrv_port: int, data: str, *options: str) -> list[str]
     ]
 
 
+# The CPUs the servers (broker, echo) run on; set by main when pinning. The SDK (this process)
+# runs on the others.
+SERVER_CPUS: set[int] | None = None
+ALL_CPUS: set[int] | None = None  # this process's CPUs before pinning
+
+
 def start(
     args: list[str], *, ready_within_s: float = 20, env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[bytes], str]:
     """Start ``args`` and return the process with the first line it prints (its ready line)."""
-    process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+    cpus = SERVER_CPUS
+    process = subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=env,
+        preexec_fn=None if cpus is None else lambda: os.sched_setaffinity(0, cpus),
+    )
     assert process.stdout is not None
     selector = selectors.DefaultSelector()
     selector.register(process.stdout, selectors.EVENT_READ)
@@ -286,7 +302,7 @@ def cpu_speed_probe() -> str:
     allowed = os.sched_getaffinity(0)
     timings = []
     try:
-        for cpu in sorted(allowed):
+        for cpu in sorted(ALL_CPUS or allowed):
             os.sched_setaffinity(0, {cpu})
             started = time.perf_counter()
             total = 0
@@ -298,9 +314,24 @@ def cpu_speed_probe() -> str:
     return ", ".join(timings)
 
 
+def pin(enabled: bool) -> str:
+    """With two CPUs or more: this process (the SDK) on the first, the servers (the broker and
+    the echo) on the others, so that a row and the echo measured right before it run on the
+    same CPUs (each CPU here has its own speed phase; a floating process meets both)."""
+    global SERVER_CPUS, ALL_CPUS
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    ALL_CPUS = set(cpus)
+    if not enabled or len(cpus) < 2:
+        return "not pinned"
+    SERVER_CPUS = set(cpus[1:])
+    os.sched_setaffinity(0, {cpus[0]})
+    return f"SDK on cpu{cpus[0]}, broker and echo server on cpu{','.join(map(str, cpus[1:]))}"
+
+
 async def main(args: argparse.Namespace) -> None:
     # The frame of a SEND_MESSAGE_V2 with a 1 KiB body is about 1.3 KB; echo that size.
     frame_size = 1320
+    print(f"CPUs: {pin(not args.no_pin)}")
     async with Echo(frame_size) as echo:
         print(f"ceiling: bare uvloop echo of {frame_size} B frames, measured right before each row")
         for flush in args.flush:
@@ -326,4 +357,5 @@ if __name__ == "__main__":
     )
     parser.add_argument("--messages", type=int, default=50_000)
     parser.add_argument("--flush", nargs="+", default=["async", "sync"], choices=("async", "sync"))
+    parser.add_argument("--no-pin", action="store_true", help="let the OS place the processes")
     uvloop.run(main(parser.parse_args()))
