@@ -398,17 +398,33 @@ class _DecodedOnFirstRead:
         if raw is None:
             raise AttributeError(self.name)
         props_raw, born, born_port, store, store_port, commitlog_offset = raw
-        props = decode_properties_bytes(props_raw)
-        offset_msg_id = offset_msg_id_of(store, store_port, commitlog_offset)
-        keys_text = props.get(PROPERTY_KEYS)
-        fields["tags"] = props.get(PROPERTY_TAGS)
-        fields["keys"] = tuple(k for k in keys_text.split(KEY_SEPARATOR) if k) if keys_text else ()
-        fields["properties"] = props
-        fields["msg_id"] = props.get(PROPERTY_UNIQ_KEY) or offset_msg_id
-        fields["offset_msg_id"] = offset_msg_id
-        fields["born_host"] = f"{host_text(born)}:{born_port}"
-        fields["store_host"] = f"{host_text(store)}:{store_port}"
+        _fill_texts(
+            fields,
+            decode_properties_bytes(props_raw),
+            offset_msg_id_of(store, store_port, commitlog_offset),
+            f"{host_text(born)}:{born_port}",
+            f"{host_text(store)}:{store_port}",
+        )
         return fields[self.name]
+
+
+def _fill_texts(
+    fields: dict[str, Any],
+    props: dict[str, str],
+    offset_msg_id: str,
+    born_host: str,
+    store_host: str,
+) -> None:
+    """A message's text fields into its instance dict: from its properties, offset message id
+    and hosts."""
+    keys_text = props.get(PROPERTY_KEYS)
+    fields["tags"] = props.get(PROPERTY_TAGS)
+    fields["keys"] = tuple(k for k in keys_text.split(KEY_SEPARATOR) if k) if keys_text else ()
+    fields["properties"] = props
+    fields["msg_id"] = props.get(PROPERTY_UNIQ_KEY) or offset_msg_id
+    fields["offset_msg_id"] = offset_msg_id
+    fields["born_host"] = born_host
+    fields["store_host"] = store_host
 
 
 # Set after @dataclass has made the class: as class attributes they would be field defaults.
@@ -436,32 +452,25 @@ def _received(
 ) -> ReceivedMessage:
     if topic.startswith(RETRY_TOPIC_PREFIX):
         topic = props.get(PROPERTY_RETRY_TOPIC, topic)
-    keys_text = props.get(PROPERTY_KEYS)
     message = _new_object(ReceivedMessage)
-    # Every message a consumer receives is built here. A frozen dataclass's __init__ sets its
-    # 19 fields one object.__setattr__ at a time; filling the instance dict at once is several
-    # times cheaper and gives the same object.
-    message.__dict__.update(
+    # A frozen dataclass's __init__ sets its 19 fields one object.__setattr__ at a time;
+    # filling the instance dict at once is several times cheaper and gives the same object.
+    fields = message.__dict__
+    fields.update(
         topic=topic,
         body=body,
-        tags=props.get(PROPERTY_TAGS),
-        keys=tuple(k for k in keys_text.split(KEY_SEPARATOR) if k) if keys_text else (),
-        properties=props,
-        msg_id=props.get(PROPERTY_UNIQ_KEY) or offset_msg_id,
-        offset_msg_id=offset_msg_id,
         queue=queue,
         queue_offset=queue_offset,
         commitlog_offset=commitlog_offset,
         flag=flag,
         sys_flag=sys_flag,
         born_timestamp=born_timestamp,
-        born_host=born_host,
         store_timestamp=store_timestamp,
-        store_host=store_host,
         reconsume_times=reconsume_times,
         body_crc=body_crc,
         receipt_handle=receipt_handle,
     )
+    _fill_texts(fields, props, offset_msg_id, born_host, store_host)
     return message
 
 
