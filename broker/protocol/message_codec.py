@@ -409,18 +409,9 @@ def decode_properties_bytes(raw: bytes) -> dict[str, str]:
     return properties
 
 
-# topic, body, flag, properties, queue id, queue offset, commitlog offset, sys flag, born
-# timestamp, born host, born port, store timestamp, store host, store port, reconsume times,
-# prepared transaction offset, body CRC, store size, offset message id: MessageExt's fields.
-RecordFields = tuple[
-    str, bytes, int, dict[str, str], int, int, int, int, int, str, int, int, str, int, int, int,
-    int, int, str,
-]  # fmt: skip
-
-
 def _decode_record(
     buf: bytes, pos: int, *, decompress: bool, check_crc: bool
-) -> tuple[RecordFields, int]:
+) -> tuple[MessageExt, int]:
     end = len(buf)
     if end - pos < _REC_HEAD.size:
         raise _RecordError("truncated record header", pos)
@@ -497,54 +488,7 @@ def _decode_record(
             body = zlib.decompress(body)
         except zlib.error as e:
             raise _RecordError(f"body does not inflate: {e}", pos) from None
-    # The order of RecordFields.
-    fields = (
-        topic,
-        body,
-        flag,
-        properties,
-        queue_id,
-        queue_offset,
-        commitlog_offset,
-        sys_flag,
-        born_ts,
-        host_text(born),
-        born_port,
-        store_ts,
-        host_text(store),
-        store_port,
-        reconsume,
-        prepared,
-        crc,
-        total,
-        offset_msg_id_of(store, store_port, commitlog_offset),
-    )
-    return fields, rec_end
-
-
-def _message_ext(fields: RecordFields) -> MessageExt:
-    (
-        topic,
-        body,
-        flag,
-        properties,
-        queue_id,
-        queue_offset,
-        commitlog_offset,
-        sys_flag,
-        born_ts,
-        born_host,
-        born_port,
-        store_ts,
-        store_host,
-        store_port,
-        reconsume,
-        prepared,
-        crc,
-        total,
-        offset_id,
-    ) = fields
-    return MessageExt(
+    message = MessageExt(
         topic=topic,
         body=body,
         flag=flag,
@@ -554,17 +498,18 @@ def _message_ext(fields: RecordFields) -> MessageExt:
         commitlog_offset=commitlog_offset,
         sys_flag=sys_flag,
         born_timestamp=born_ts,
-        born_host=born_host,
+        born_host=host_text(born),
         born_port=born_port,
         store_timestamp=store_ts,
-        store_host=store_host,
+        store_host=host_text(store),
         store_port=store_port,
         reconsume_times=reconsume,
         prepared_transaction_offset=prepared,
         body_crc=crc,
         store_size=total,
-        offset_msg_id=offset_id,
+        offset_msg_id=offset_msg_id_of(store, store_port, commitlog_offset),
     )
+    return message, rec_end
 
 
 def decode_message_at(
@@ -573,10 +518,9 @@ def decode_message_at(
     """The record starting at ``buf[pos]`` and where it ends; raises ``MalformedBodyError``
     naming the fault and its offset."""
     try:
-        fields, end = _decode_record(buf, pos, decompress=decompress, check_crc=check_crc)
+        return _decode_record(buf, pos, decompress=decompress, check_crc=check_crc)
     except _RecordError as e:
         raise MalformedBodyError(e.reason, offset=e.offset) from None
-    return _message_ext(fields), end
 
 
 def decode_messages(
@@ -598,12 +542,12 @@ def decode_messages(
     pos = 0
     while pos < len(buf):
         try:
-            fields, pos = _decode_record(buf, pos, decompress=decompress, check_crc=check_crc)
+            message, pos = _decode_record(buf, pos, decompress=decompress, check_crc=check_crc)
         except _RecordError as e:
             if strict:
                 raise MalformedBodyError(e.reason, offset=e.offset) from None
             break
-        out.append(_message_ext(fields))
+        out.append(message)
     return out
 
 
@@ -613,10 +557,9 @@ def decode_message(
     """Decode exactly one record (VIEW_MESSAGE_BY_ID, CHECK_TRANSACTION_STATE bodies)."""
     buf = bytes(data)
     try:
-        fields, end = _decode_record(buf, 0, decompress=decompress, check_crc=check_crc)
+        message, end = _decode_record(buf, 0, decompress=decompress, check_crc=check_crc)
     except _RecordError as e:
         raise MalformedBodyError(e.reason, offset=e.offset) from None
-    message = _message_ext(fields)
     if end != len(buf):
         raise MalformedBodyError(f"{len(buf) - end} bytes after the record", offset=end)
     return message
