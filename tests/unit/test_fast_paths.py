@@ -374,37 +374,27 @@ def test_send_request_is_the_v2_header_request(monkeypatch: pytest.MonkeyPatch) 
 
 # -- the producer's view of the answer ------------------------------------------------------------
 
-NUMBER_TEXT = st.one_of(
-    st.integers(0, 1100).map(str),
-    st.integers(-(2**64), 2**64).map(str),
-    st.sampled_from(["", "007", "+5", "-0", " 1", "1_000", "\u0663", "9" * 18, "9" * 19, "x"]),
-)
-
 
 @settings(max_examples=400)
 @given(
     st.fixed_dictionaries(
         {},
         optional={
-            "msgId": st.text(max_size=8),
-            "queueId": NUMBER_TEXT,
-            "queueOffset": NUMBER_TEXT,
-            "transactionId": st.text(max_size=8),
-            "MSG_REGION": st.text(max_size=8),
-            "TRACE_ON": st.sampled_from(["true", "false", "TRUE", ""]),
+            "msgId": HEADER_TEXT,
+            "queueId": HEADER_TEXT,
+            "queueOffset": st.one_of(HEADER_TEXT, st.just("9" * 18), st.just("9" * 19)),
+            "transactionId": HEADER_TEXT,
+            "MSG_REGION": HEADER_TEXT,
+            "TRACE_ON": HEADER_TEXT,
         },
     )
 )
 def test_send_result_fields_are_the_response_headers(ext: dict[str, str]) -> None:
-    try:
+    def header_fields(ext: dict[str, str]) -> tuple[Any, ...]:
         h = H.SendMessageResponseHeader.from_ext_fields(ext)
-    except H.MalformedHeaderError as error:
-        with pytest.raises(H.MalformedHeaderError) as fast_error:
-            H.send_result_fields(ext)
-        assert str(fast_error.value) == str(error)
-        return
-    expected = (h.msg_id, h.queue_id, h.queue_offset, h.transaction_id, h.msg_region)
-    assert H.send_result_fields(ext) == expected
+        return h.msg_id, h.queue_id, h.queue_offset, h.transaction_id, h.msg_region
+
+    assert outcome(H.send_result_fields, ext) == outcome(header_fields, ext)
 
 
 # -- the broker's offset message id --------------------------------------------------------------
