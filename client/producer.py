@@ -550,7 +550,7 @@ class Producer:
             status=status,
             msg_id=msg_id,
             offset_msg_id=offset_msg_id,
-            queue=mq if mq[2] == queue_id else mq._replace(queue_id=queue_id),
+            queue=mq if mq.queue_id == queue_id else mq._replace(queue_id=queue_id),
             queue_offset=queue_offset,
             transaction_id=transaction_id,
             region_id=region,
