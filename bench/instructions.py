@@ -9,6 +9,8 @@ a small warm-up count of messages, divided by N, so start-up, imports and one-ti
   store.put           MessageStore.put on disk, the messages of bench/store_append.py (consume
                       queue, index of two keys, both CRCs)
   broker per send     `pocketmq standalone` answering SEND_MESSAGE_V2, 256 in flight
+  broker per message of a batch
+                      the same, answering SEND_BATCH_MESSAGE of 32 messages, 16 in flight
   client per send     Producer.send, 256 in flight, against a broker outside valgrind
   client per consume  a PushConsumer reading (each body) and acking, against a broker outside
                       valgrind
@@ -82,6 +84,24 @@ PRODUCER_PROGRAM = textwrap.dedent(
                 for _ in range(count):
                     await producer.send(Message(topic="Instructions", body=body))
             await asyncio.gather(*(worker(n // 256) for _ in range(256)))
+    uvloop.run(main())
+    """
+)
+
+BATCH_PRODUCER_PROGRAM = textwrap.dedent(
+    """
+    import asyncio, sys, uvloop
+    from client import Message, Producer
+    n, namesrv = int(sys.argv[1]), sys.argv[2]
+    async def main():
+        body = b"x" * 1024
+        async with Producer("instructions", namesrv=namesrv, send_timeout_ms=600_000) as producer:
+            await producer.send(Message(topic="Instructions", body=body))  # route, connection
+            async def worker(count):
+                for _ in range(count):
+                    await producer.send_batch([Message(topic="Instructions", body=body)] * 32)
+            # as bench/produce_consume.py: batches of 32, 16 in flight
+            await asyncio.gather(*(worker(n // 32 // 16) for _ in range(16)))
     uvloop.run(main())
     """
 )
@@ -162,7 +182,12 @@ async def fill(namesrv: str, count: int) -> None:
             await producer.send_batch([Message(topic="Instructions", body=body)] * 32)
 
 
-def broker_per_send(work: Path, n: int) -> float:
+def broker_per_send(
+    work: Path, n: int, sender_source: str = PRODUCER_PROGRAM, name: str = "broker"
+) -> float:
+    """The broker's instructions per message that ``sender_source`` sends it."""
+    sender = program(work, f"{name}-sender", sender_source)
+
     def run(name: str, count: int) -> None:
         namesrv_port = free_port()
         # ``python -m broker.cli`` rather than the ``pocketmq`` script: valgrind follows the
@@ -175,7 +200,6 @@ def broker_per_send(work: Path, n: int) -> float:
         )
         try:
             assert ready, "the broker exited before it was ready"
-            sender = program(work, "producer", PRODUCER_PROGRAM)
             subprocess.run(
                 [sys.executable, sender, str(count), f"127.0.0.1:{namesrv_port}"],
                 check=True,
@@ -185,7 +209,7 @@ def broker_per_send(work: Path, n: int) -> float:
             process.send_signal(signal.SIGINT)
             process.wait()
 
-    return per_message(work, "broker", run, n)
+    return per_message(work, name, run, n)
 
 
 def client_per_message(work: Path, n: int) -> tuple[float, float]:
@@ -238,6 +262,10 @@ def main() -> None:
             rows.append(("store.put", store))
         if "broker" in args.only:
             rows.append(("broker per send (SEND_MESSAGE_V2)", broker_per_send(work, n)))
+            # whole rounds of 16 batches of 32 (WARM_UP is one round)
+            rounds = max(512, n // 512 * 512)
+            batched = broker_per_send(work, rounds, BATCH_PRODUCER_PROGRAM, "broker-batch")
+            rows.append(("broker per message of a batch of 32", batched))
         if "client" in args.only:
             send, receive = client_per_message(work, n)
             rows.append(("client per send (Producer.send)", send))
