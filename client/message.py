@@ -190,7 +190,7 @@ class ReceivedMessage:
 
     A message a consumer pulled decodes its text fields (``properties`` and what comes from
     them, ``offset_msg_id``, the two hosts) when one of them is first read: the consumer
-    itself needs none of them, and decoding them was half of its cost per message.
+    itself needs none of them, and they were more than half of decoding a pulled message.
     """
 
     topic: str
