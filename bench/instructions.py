@@ -74,34 +74,22 @@ PRODUCER_PROGRAM = textwrap.dedent(
     """
     import asyncio, sys, uvloop
     from client import Message, Producer
-    n, namesrv = int(sys.argv[1]), sys.argv[2]
+    n, namesrv, batch = int(sys.argv[1]), sys.argv[2], len(sys.argv) > 3 and sys.argv[3] == "batch"
     async def main():
         body = b"x" * 1024
-        # callgrind slows the client 50x: 256 sends in flight need more than the 3 s default
+        # callgrind slows the client 50x: many sends in flight need more than the 3 s default
         async with Producer("instructions", namesrv=namesrv, send_timeout_ms=600_000) as producer:
             await producer.send(Message(topic="Instructions", body=body))  # route, connection
             async def worker(count):
                 for _ in range(count):
-                    await producer.send(Message(topic="Instructions", body=body))
-            await asyncio.gather(*(worker(n // 256) for _ in range(256)))
-    uvloop.run(main())
-    """
-)
-
-BATCH_PRODUCER_PROGRAM = textwrap.dedent(
-    """
-    import asyncio, sys, uvloop
-    from client import Message, Producer
-    n, namesrv = int(sys.argv[1]), sys.argv[2]
-    async def main():
-        body = b"x" * 1024
-        async with Producer("instructions", namesrv=namesrv, send_timeout_ms=600_000) as producer:
-            await producer.send(Message(topic="Instructions", body=body))  # route, connection
-            async def worker(count):
-                for _ in range(count):
-                    await producer.send_batch([Message(topic="Instructions", body=body)] * 32)
-            # as bench/produce_consume.py: batches of 32, 16 in flight
-            await asyncio.gather(*(worker(n // 32 // 16) for _ in range(16)))
+                    if batch:
+                        await producer.send_batch([Message(topic="Instructions", body=body)] * 32)
+                    else:
+                        await producer.send(Message(topic="Instructions", body=body))
+            # as bench/produce_consume.py: 256 sends in flight, or batches of 32, 16 in flight
+            workers = 16 if batch else 256
+            per_worker = n // 32 // 16 if batch else n // 256
+            await asyncio.gather(*(worker(per_worker) for _ in range(workers)))
     uvloop.run(main())
     """
 )
@@ -182,11 +170,10 @@ async def fill(namesrv: str, count: int) -> None:
             await producer.send_batch([Message(topic="Instructions", body=body)] * 32)
 
 
-def broker_per_send(
-    work: Path, n: int, sender_source: str = PRODUCER_PROGRAM, name: str = "broker"
-) -> float:
-    """The broker's instructions per message that ``sender_source`` sends it."""
-    sender = program(work, f"{name}-sender", sender_source)
+def broker_per_send(work: Path, n: int, *, batch: bool = False) -> float:
+    """The broker's instructions per message sent one by one, or in batches of 32."""
+    sender = program(work, "producer", PRODUCER_PROGRAM)
+    mode = ["batch"] if batch else []
 
     def run(name: str, count: int) -> None:
         namesrv_port = free_port()
@@ -201,7 +188,7 @@ def broker_per_send(
         try:
             assert ready, "the broker exited before it was ready"
             subprocess.run(
-                [sys.executable, sender, str(count), f"127.0.0.1:{namesrv_port}"],
+                [sys.executable, sender, str(count), f"127.0.0.1:{namesrv_port}", *mode],
                 check=True,
                 timeout=1800,
             )
@@ -209,7 +196,7 @@ def broker_per_send(
             process.send_signal(signal.SIGINT)
             process.wait()
 
-    return per_message(work, name, run, n)
+    return per_message(work, "broker-batch" if batch else "broker", run, n)
 
 
 def client_per_message(work: Path, n: int) -> tuple[float, float]:
@@ -264,7 +251,7 @@ def main() -> None:
             rows.append(("broker per send (SEND_MESSAGE_V2)", broker_per_send(work, n)))
             # whole rounds of 16 batches of 32 (WARM_UP is one round)
             rounds = max(512, n // 512 * 512)
-            batched = broker_per_send(work, rounds, BATCH_PRODUCER_PROGRAM, "broker-batch")
+            batched = broker_per_send(work, rounds, batch=True)
             rows.append(("broker per message of a batch of 32", batched))
         if "client" in args.only:
             send, receive = client_per_message(work, n)

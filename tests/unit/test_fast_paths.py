@@ -41,17 +41,7 @@ from client.connection import Connection, make_request
 from client.errors import RequestTimeoutError
 
 from .test_client_fake_server import fake_cluster, wait_until
-
-HEADER_CLASSES = sorted(
-    (
-        obj
-        for name in H.__all__
-        if isinstance(obj := getattr(H, name), type)
-        and issubclass(obj, H.RemotingHeader)
-        and obj is not H.RemotingHeader
-    ),
-    key=lambda c: c.__name__,
-)
+from .test_protocol_headers import HEADER_CLASSES
 
 # -- header codecs: the generic loop they replace ----------------------------------------------
 
