@@ -720,7 +720,12 @@ class PushConsumer:
                 and message.reconsume_times >= self.max_reconsume_times
             ):
                 # delay level -1: the broker moves it straight to %DLQ%<group>
-                if await self._send_back(message, delay_level=-1):
+                failed = message.reconsume_times + 1
+                remark = (
+                    f"orderly consumption failed {failed} time{'s' if failed != 1 else ''} "
+                    f"(max_reconsume_times {self.max_reconsume_times})"
+                )
+                if await self._send_back(message, delay_level=-1, remark=remark):
                     self._done(pq, message)
                     continue
             retry = dataclasses.replace(message, reconsume_times=message.reconsume_times + 1)
@@ -753,10 +758,12 @@ class PushConsumer:
         cmd.remark = remark
         check_response(await self._core.invoke(addr, cmd))
 
-    async def _send_back(self, message: ReceivedMessage, *, delay_level: int) -> bool:
+    async def _send_back(
+        self, message: ReceivedMessage, *, delay_level: int, remark: str | None = None
+    ) -> bool:
         """CONSUMER_SEND_MSG_BACK; False (and logged) if the broker cannot take it."""
         try:
-            await self._send_back_request(message, delay_level=delay_level)
+            await self._send_back_request(message, delay_level=delay_level, remark=remark)
         except ClientError as e:
             log.warning("send back of %s refused, retrying locally: %s", message.msg_id, e)
             return False

@@ -704,9 +704,10 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                     group,
                     request.topic.name,
                     handle,
+                    by="the consumer (ForwardMessageToDeadLetterQueue)",
                     reason=(
-                        f"the consumer gave up after {request.delivery_attempt} of "
-                        f"{request.max_delivery_attempts} attempts"
+                        f"gave up at delivery attempt {request.delivery_attempt} of "
+                        f"{request.max_delivery_attempts}"
                     ),
                 )
             except PopError as error:

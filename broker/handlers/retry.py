@@ -5,6 +5,12 @@ RocketMQ's rules (AbstractSendMessageProcessor.consumerSendMsgBack): the copy go
 and reconsume times + 1; once reconsume times reach the maximum (16 by default, the group's
 ``retryMaxTimes`` unless the request says otherwise) or the level asked for is negative, it goes
 to ``%DLQ%<group>`` instead, and the message becomes poisoned (state 20).
+
+The state's reason says which of the two happened: ``dead-lettered to %DLQ%<group> by the
+consumer: <remark>`` when the consumer asked (a negative level; ``PushConsumer.poison`` and
+``SimpleConsumer.poison`` put their reason in the request's remark, cut to
+``MAX_REMARK_CHARS``), ``dead-lettered to %DLQ%<group>: consumption failed N times (retry limit
+M)`` when the retries ran out.
 """
 
 from __future__ import annotations
@@ -22,7 +28,17 @@ from store.state import MessageState
 if TYPE_CHECKING:
     from broker.app import Broker
 
-__all__ = ["dead_letter", "handle_consumer_send_back", "retry_topic", "dlq_topic"]
+__all__ = [
+    "MAX_REMARK_CHARS",
+    "dead_letter",
+    "dlq_topic",
+    "handle_consumer_send_back",
+    "retry_topic",
+]
+
+# A consumer's reason for poisoning a message is stored in the state record: a client may not
+# make that record (kept for as long as the message) arbitrarily large.
+MAX_REMARK_CHARS = 512
 
 
 def retry_topic(group: str) -> str:
@@ -69,10 +85,18 @@ def handle_consumer_send_back(
     if max_times < 0:
         max_times = group.retry_max_times
     reconsume = record.reconsume_times
-    if reconsume >= max_times or header.delay_level < 0:
-        dead_letter(
-            broker, record, properties, header.group, reason=f"{reconsume + 1} deliveries failed"
-        )
+    if header.delay_level < 0:  # the consumer asks for the DLQ (PushConsumer.poison ...)
+        remark = _capped(request.remark)
+        if remark:
+            dead_letter(broker, record, properties, header.group, by="the consumer", reason=remark)
+        else:
+            by = f"the consumer (delay level {header.delay_level})"
+            dead_letter(broker, record, properties, header.group, by=by)
+        return request.make_response(ResponseCode.SUCCESS)
+    if reconsume >= max_times:
+        failed = reconsume + 1  # the first delivery and every retry
+        reason = f"consumption failed {_times(failed)} (retry limit {max_times})"
+        dead_letter(broker, record, properties, header.group, reason=reason)
         return request.make_response(ResponseCode.SUCCESS)
     level = header.delay_level or 3 + reconsume
     properties["DELAY"] = str(level)
@@ -92,11 +116,38 @@ def handle_consumer_send_back(
     return request.make_response(ResponseCode.SUCCESS)
 
 
+def _capped(remark: str | None) -> str:
+    if not remark:
+        return ""
+    if len(remark) > MAX_REMARK_CHARS:
+        return remark[:MAX_REMARK_CHARS] + " [cut]"
+    return remark
+
+
+def _times(count: int) -> str:
+    return "1 time" if count == 1 else f"{count} times"
+
+
 def dead_letter(
-    broker: Broker, record, properties: dict[str, str], group: str, *, reason: str
-) -> None:  # noqa: ANN001
-    """Write ``record`` to the group's DLQ and mark it (and its first delivery) poisoned."""
+    broker: Broker,
+    record,  # noqa: ANN001
+    properties: dict[str, str],
+    group: str,
+    *,
+    by: str = "",
+    reason: str = "",
+) -> None:
+    """Write ``record`` to the group's DLQ and mark it (and its first delivery) poisoned.
+
+    The state's reason is ``dead-lettered to %DLQ%<group>[ by <by>][: <reason>]``: ``by`` names
+    who asked when it was not the broker's own rule, ``reason`` says why.
+    """
     topic = dlq_topic(group)
+    text = f"dead-lettered to {topic}"
+    if by:
+        text += f" by {by}"
+    if reason:
+        text += f": {reason}"
     broker.topics.create_on_send(topic, 1)
     properties = dict(properties)
     for name in ("DELAY", "WAIT"):
@@ -116,14 +167,12 @@ def dead_letter(
     broker.store.set_state(
         record.physical_offset,
         MessageState.POISONED,
-        f"dead-lettered to {topic}: {reason}",
+        text,
         group=group,
     )
     original = _first_delivery(broker, properties)
     if original is not None and original != record.physical_offset:
-        broker.store.set_state(
-            original, MessageState.POISONED, f"dead-lettered to {topic}: {reason}", group=group
-        )
+        broker.store.set_state(original, MessageState.POISONED, text, group=group)
 
 
 def _first_delivery(broker: Broker, properties: dict[str, str]) -> int | None:

@@ -467,16 +467,19 @@ class PopService:
             return None
         return self.broker.store.read(result.messages[0][1])
 
-    def forward_to_dead_letter(self, group: str, topic: str, handle_text: str, reason: str) -> None:
+    def forward_to_dead_letter(
+        self, group: str, topic: str, handle_text: str, *, by: str, reason: str
+    ) -> None:
         """Send a message in flight to the group's DLQ now and end its lending (the 5.x
-        ForwardMessageToDeadLetterQueue: a FIFO consumer that gave up on it)."""
+        ForwardMessageToDeadLetterQueue: a FIFO consumer that gave up on it). ``by`` and
+        ``reason`` go into the state's reason as ``dead_letter`` writes them."""
         item = self._find(group, topic, _parse(handle_text))
         record = self._record_of(item)
         if record is not None:
             properties = dict(record.properties)
             properties.setdefault("RETRY_TOPIC", item.topic)
             properties.setdefault("ORIGIN_MESSAGE_ID", properties.get("UNIQ_KEY", ""))
-            dead_letter(self.broker, record, properties, item.group, reason=reason)
+            dead_letter(self.broker, record, properties, item.group, by=by, reason=reason)
         self._append_ack(item)
         self._finish(item)
 
@@ -501,7 +504,10 @@ class PopService:
                 record,
                 properties,
                 item.group,
-                reason=f"{attempts} pops not acknowledged",
+                reason=(
+                    f"not acknowledged after {attempts} "
+                    f"{'delivery' if attempts == 1 else 'deliveries'} (retry limit {max_times})"
+                ),
             )
         elif item.order:
             # FIFO: the same message again, in place, once its invisible time is over.

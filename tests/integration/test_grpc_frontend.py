@@ -266,6 +266,11 @@ async def test_forward_to_dead_letter_queue(front: Front) -> None:
     dead = store.get_messages("%DLQ%g3", 0, 0, 1)
     record = store.read(dead.messages[0][1])
     assert record.body == b"poison" and record.unique_key == sent.entries[0].message_id
+    [original] = store.query_by_key("Normal", sent.entries[0].message_id, max_results=4)
+    assert store.state_change_of(original.physical_offset).reason == (
+        "dead-lettered to %DLQ%g3 by the consumer (ForwardMessageToDeadLetterQueue): "
+        "gave up at delivery attempt 1 of 1"
+    )
 
 
 async def test_delayed_message_waits_and_can_be_recalled(front: Front) -> None:

@@ -525,6 +525,147 @@ async def test_poison_in_iterator_mode_replaces_the_ack(env: Env) -> None:
         await wait_until(lambda: consumer.committed_offset(message.queue) == 1)
 
 
+async def message_info(env: Env, topic: str, msg_id: str) -> dict[str, object]:
+    """The message ``msg_id`` as first sent to ``topic``, with its state (POCKETMQ_MESSAGE_INFO,
+    what ``pocketmq msg show`` prints)."""
+    conn = await Connection.open(env.broker.address)
+    try:
+        cmd = make_request(
+            RequestCode.POCKETMQ_MESSAGE_INFO, ext_fields={"topic": topic, "key": msg_id}
+        )
+        response = check_response(await conn.invoke(cmd, 5000))
+    finally:
+        await conn.aclose()
+    [row] = [row for row in json.loads(response.body or b"[]") if row["topic"] == topic]
+    return row
+
+
+async def dlq_list(env: Env, group: str) -> list[dict[str, object]]:
+    """The group's dead-letter queue (POCKETMQ_DLQ list, what ``pocketmq dlq list`` prints)."""
+    conn = await Connection.open(env.broker.address)
+    try:
+        cmd = make_request(RequestCode.POCKETMQ_DLQ, ext_fields={"action": "list", "group": group})
+        response = check_response(await conn.invoke(cmd, 5000))
+    finally:
+        await conn.aclose()
+    return json.loads(response.body or b"[]")
+
+
+async def test_the_reason_given_to_poison_is_the_state_reason(env: Env) -> None:
+    topic = await env.topic("Parsed", queues=1)
+    push_group, simple_group = unique("PushPoisonCG"), unique("SimplePoisonCG")
+    async with Producer(unique("PG"), namesrv=env.namesrv) as producer:
+        sent = await producer.send(Message(topic=topic, body=b"{not json"))
+
+    push = PushConsumer(push_group, namesrv=env.namesrv, consume_from="first")
+    push.subscribe(topic)
+    async with push:
+        message = await push.receive(timeout_ms=15_000)
+        await push.poison(message, "bad payload")
+    info = await message_info(env, topic, sent.msg_id)
+    assert info["state"] == "poisoned" and info["state_group"] == push_group
+    assert (
+        info["state_reason"] == f"dead-lettered to %DLQ%{push_group} by the consumer: bad payload"
+    )
+
+    async with SimpleConsumer(
+        simple_group, namesrv=env.namesrv, subscriptions={topic: "*"}, await_duration_s=0.2
+    ) as simple:
+        [message] = await simple.receive(1, invisible_duration_s=30)
+        await simple.poison(message, "bad payload")
+    info = await message_info(env, topic, sent.msg_id)
+    assert info["state"] == "poisoned" and info["state_group"] == simple_group
+    assert info["state_reason"] == (
+        f"dead-lettered to %DLQ%{simple_group} by the consumer: bad payload"
+    )
+    for group in (push_group, simple_group):
+        [dead] = await dlq_list(env, group)
+        assert (
+            dead["body"] == "{not json" and dead["properties"]["ORIGIN_MESSAGE_ID"] == sent.msg_id
+        )
+
+
+async def test_a_poison_reason_is_cut_and_none_is_said_as_such(env: Env) -> None:
+    topic = await env.topic("Poisoned", queues=1)
+    async with Producer(unique("PG"), namesrv=env.namesrv) as producer:
+        long_one = await producer.send(Message(topic=topic, body=b"long"))
+        silent = await producer.send(Message(topic=topic, body=b"silent"))
+    group = unique("CutCG")
+    consumer = PushConsumer(group, namesrv=env.namesrv, consume_from="first")
+    consumer.subscribe(topic)
+    async with consumer:
+        for _ in range(2):
+            message = await consumer.receive(timeout_ms=15_000)
+            await consumer.poison(message, "x" * 5000 if message.body == b"long" else "")
+    cut = str((await message_info(env, topic, long_one.msg_id))["state_reason"])
+    assert cut.startswith(f"dead-lettered to %DLQ%{group} by the consumer: xxx")
+    assert cut.count("x") == 512 and len(cut) < 600
+    none_given = await message_info(env, topic, silent.msg_id)
+    assert none_given["state_reason"] == (
+        f"dead-lettered to %DLQ%{group} by the consumer (delay level -1)"
+    )
+
+
+async def test_retries_run_out_the_state_says_how_many_failed(env: Env) -> None:
+    topic = await env.topic("Failing", queues=1)
+    group = unique("FewRetriesCG")
+    deliveries: list[ReceivedMessage] = []
+
+    async def fail(message: ReceivedMessage) -> ConsumeResult:
+        deliveries.append(message)
+        return ConsumeResult.RECONSUME_LATER
+
+    consumer = PushConsumer(
+        group,
+        namesrv=env.namesrv,
+        consume_from="first",
+        listener=fail,
+        max_reconsume_times=2,
+        rebalance_interval_s=0.2,
+    )
+    consumer.subscribe(topic)
+    async with Producer(unique("PG"), namesrv=env.namesrv) as producer:
+        sent = await producer.send(Message(topic=topic, body=b"failing"))
+    scheduled = await env.pending()
+    async with consumer:
+        for attempt in (1, 2):
+            await wait_until(lambda: len(deliveries) == attempt)  # noqa: B023
+            await env.wait_pending(scheduled + 1)
+            states = await env.admin.advance_clock("2h")
+            scheduled = sum(state.pending for state in states.values())
+        await wait_until(lambda: len(deliveries) == 3)
+        async with asyncio.timeout(15):
+            while (await message_info(env, topic, sent.msg_id))["state"] != "poisoned":
+                await asyncio.sleep(0.02)
+    info = await message_info(env, topic, sent.msg_id)
+    assert info["state_reason"] == (
+        f"dead-lettered to %DLQ%{group}: consumption failed 3 times (retry limit 2)"
+    )
+
+
+async def test_pop_retries_run_out_the_state_says_how_many_were_not_acknowledged(
+    env: Env,
+) -> None:
+    topic = await env.topic("Unacked", queues=1)
+    group = unique("FewPopRetriesCG")
+    await env.admin.create_group(group, retry_max_times=2)  # as test_create_an_orderly_group
+    async with Producer(unique("PG"), namesrv=env.namesrv) as producer:
+        sent = await producer.send(Message(topic=topic, body=b"ignored"))
+    async with SimpleConsumer(
+        group, namesrv=env.namesrv, subscriptions={topic: "*"}, await_duration_s=0.2
+    ) as consumer:
+        for attempt in range(3):
+            [message] = await consumer.receive(1, invisible_duration_s=10)
+            assert message.reconsume_times == attempt
+            await env.admin.advance_clock("10s")  # never acknowledged
+        assert await consumer.receive(1) == []
+    info = await message_info(env, topic, sent.msg_id)
+    assert info["state"] == "poisoned"
+    assert info["state_reason"] == (
+        f"dead-lettered to %DLQ%{group}: not acknowledged after 3 deliveries (retry limit 2)"
+    )
+
+
 # -- clock --------------------------------------------------------------------------------------------
 
 

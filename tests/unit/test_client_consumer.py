@@ -465,10 +465,11 @@ async def test_orderly_gives_up_after_max_reconsume_times() -> None:
         # RocketMQ's rule: reconsumeTimes >= max goes to the DLQ, so 2 retries, 3 deliveries
         assert got.bodies == [b"poison", b"poison", b"poison", b"fine"]
         assert [m.reconsume_times for m in got.messages[:3]] == [0, 1, 2]
-        back = ConsumerSendMsgBackRequestHeader.from_ext_fields(
-            broker.requests_of(RequestCode.CONSUMER_SEND_MSG_BACK)[0].ext_fields
-        )
+        [request] = broker.requests_of(RequestCode.CONSUMER_SEND_MSG_BACK)
+        back = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
         assert back.delay_level == -1
+        # the broker stores the remark as the reason of the message's poisoned state
+        assert request.remark == "orderly consumption failed 3 times (max_reconsume_times 2)"
         assert [m.body for m in broker.messages("%DLQ%CG")] == [b"poison"]
 
 
