@@ -111,6 +111,10 @@ class Broker:
         self.transactions: TransactionService
         self._tasks: list[asyncio.Task[None]] = []
         self._register_now = asyncio.Event()
+        # One connection per name server, for registrations and, at close, the unregistration:
+        # a name server drops a broker whose registering connection closes, so closing it
+        # first would leave the unregistration nothing to remove.
+        self._namesrv_connections: dict[str, OutboundConnection] = {}
         self._store_host_address = b""
         self._store_host_port = 0
         self.grpc: GrpcFrontend | None = None
@@ -429,24 +433,25 @@ class Broker:
                 log.exception("retention pass failed")
 
     async def _register_loop(self, registered: asyncio.Event) -> None:
-        connections = {addr: OutboundConnection(addr) for addr in self.config.namesrv_addrs}
-        try:
-            while True:
-                self._register_now.clear()  # changes from now on trigger another round
-                for address, connection in connections.items():
-                    try:
-                        await self._register(connection)
-                    except (OSError, TimeoutError, ConnectionError) as error:
-                        log.warning("registration with name server %s failed: %s", address, error)
-                registered.set()
-                # asyncio.timeout, not wait_for: 3.11's wait_for can swallow the cancel of
-                # close() when the event is set at the same moment, and close() then hangs.
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.config.register_interval_s):
-                        await self._register_now.wait()
-        finally:
-            for connection in connections.values():
-                await connection.close()
+        """Register with every name server now and then every ``register_interval_s`` (or at
+        once on a change), until cancelled. The connections stay open: ``close`` unregisters
+        over them, then closes them."""
+        connections = self._namesrv_connections
+        for address in self.config.namesrv_addrs:
+            connections.setdefault(address, OutboundConnection(address))
+        while True:
+            self._register_now.clear()  # changes from now on trigger another round
+            for address, connection in connections.items():
+                try:
+                    await self._register(connection)
+                except (OSError, TimeoutError, ConnectionError) as error:
+                    log.warning("registration with name server %s failed: %s", address, error)
+            registered.set()
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow the cancel of
+            # close() when the event is set at the same moment, and close() then hangs.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.config.register_interval_s):
+                    await self._register_now.wait()
 
     def _registration_header(self) -> RegisterBrokerRequestHeader:
         config = self.config
@@ -483,13 +488,16 @@ class Broker:
             broker_id=config.broker_id,
         )
         for address in config.namesrv_addrs:
-            connection = OutboundConnection(address, timeout_s=1.0)
+            # The connection that registered (RocketMQ's BrokerController.shutdown also
+            # unregisters before its outer API's channels close); a new one if there is none.
+            connection = self._namesrv_connections.pop(address, None) or OutboundConnection(address)
             try:
-                await connection.request(
-                    RemotingCommand(
-                        code=RequestCode.UNREGISTER_BROKER, ext_fields=header.to_ext_fields()
+                async with asyncio.timeout(1.0):
+                    await connection.request(
+                        RemotingCommand(
+                            code=RequestCode.UNREGISTER_BROKER, ext_fields=header.to_ext_fields()
+                        )
                     )
-                )
             except (OSError, TimeoutError, ConnectionError) as error:
                 log.info("unregister from %s failed: %s", address, error)
             finally:
