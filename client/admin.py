@@ -13,6 +13,17 @@ Brokers started with ``--clock manual`` (pocketmq only) move their clock when to
     await admin.advance_clock("2h")     # everything due fires, in order, before this returns
     await admin.set_clock(1_700_000_000_000)
     states = await admin.clock()        # {broker name: ClockState(now_ms, manual, ...)}
+
+pocketmq's own views of messages, dead-letter queues and transactions (request codes 9002-9004)
+go to every master broker the name server knows, or to one named by ``broker=`` (a broker name
+or "host:port")::
+
+    await admin.show_message("7F00000100002A9F0000000000000000")   # an offset message ID
+    await admin.show_message("order-1", topic="Orders")              # a unique key or a key
+    await admin.dead_letters("billing")                              # %DLQ%billing
+    await admin.resend_dead_letters("billing")                       # all of them, or ids=[...]
+    await admin.transactions()                                       # pending half messages
+    await admin.check_transaction("TX-0001")
 """
 
 from __future__ import annotations
@@ -35,8 +46,10 @@ from broker.protocol.headers import (
     CreateTopicRequestHeader,
     SubscriptionGroupConfig,
     TopicConfigSerializeWrapper,
+    TopicRouteData,
     decode_json_body,
 )
+from ids import InvalidMessageIdError, decode_message_id
 
 from . import _queries
 from ._core import CoreClient
@@ -46,7 +59,9 @@ from .errors import (
     BrokerError,
     ClientError,
     ClientUsageError,
+    QueryNotFoundError,
     RouteNotFoundError,
+    TopicNotExistError,
     UnknownBrokerError,
 )
 from .message import MessageQueue, validate_topic
@@ -58,6 +73,9 @@ __all__ = ["MESSAGE_TYPES", "Admin", "ClockState", "QueueStatus"]
 log = logging.getLogger("pocketmq.client.admin")
 
 _CLOCK_TIMEOUT_MS = 60_000
+# A DLQ list or resend reads and writes every message of the queue before answering.
+_ADMIN_TIMEOUT_MS = 60_000
+_NOT_IN_DLQ = "not found in the dead-letter queue"
 
 # RocketMQ 5.x topic attribute message.type (TopicMessageType); the broker checks it too.
 MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")
@@ -257,6 +275,12 @@ class Admin(CoreClient):
             raise RouteNotFoundError(topic, "no master broker registered with the name server")
         return masters
 
+    async def topic_route(self, topic: str) -> TopicRouteData:
+        """GET_ROUTEINFO_BY_TOPIC (105) from the name servers, fresh (not cached);
+        ``TopicNotExistError`` when they know no route for ``topic``."""
+        self._check_open()
+        return await self._core.routes.fetch(topic)
+
     async def list_topics(self) -> list[str]:
         """GET_ALL_TOPIC_LIST_FROM_NAMESERVER (206), sorted."""
         self._check_open()
@@ -357,7 +381,9 @@ class Admin(CoreClient):
             raise ClientUsageError(f"epoch_ms must be a non-negative int: {epoch_ms!r}")
         return await self._clock({"action": "set", "time": str(epoch_ms)}, broker)
 
-    async def _clock_targets(self, broker: str | None) -> dict[str, str]:
+    async def _targets(self, broker: str | None) -> dict[str, str]:
+        """Broker name -> address: ``broker`` itself when it is "host:port", the master of the
+        broker so named, or every master broker the name server knows."""
         if broker is not None and ":" in broker:
             return {broker: broker}
         masters = await self._core.master_brokers()
@@ -375,7 +401,7 @@ class Admin(CoreClient):
     async def _clock(self, fields: dict[str, str], broker: str | None) -> dict[str, ClockState]:
         self._check_open()
         out: dict[str, ClockState] = {}
-        for name, addr in (await self._clock_targets(broker)).items():
+        for name, addr in (await self._targets(broker)).items():
             cmd = make_request(RequestCode.POCKETMQ_CLOCK, ext_fields=dict(fields))
             # advancing runs everything due before the broker answers: allow it time
             response = check_response(await self._core.invoke(addr, cmd, _CLOCK_TIMEOUT_MS))
@@ -394,3 +420,113 @@ class Admin(CoreClient):
                     response.code, f"malformed clock answer from {addr}: {ext}"
                 ) from None
         return out
+
+    # -- messages, dead-letter queues, transactions (pocketmq's requests 9002-9004) ------------
+
+    async def show_message(
+        self,
+        message_id: str,
+        *,
+        topic: str | None = None,
+        delete: bool = False,
+        broker: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """A message with its state, reconsume times and place (POCKETMQ_MESSAGE_INFO, 9002).
+
+        Without ``topic``, ``message_id`` is an offset message ID, which names its broker (asked
+        unless ``broker`` says otherwise); with ``topic``, it is a unique key or a ``KEYS``
+        value looked up in that topic's index on every broker (up to 32 matches each, newest
+        first). ``delete`` marks every message found for deletion. ``QueryNotFoundError`` when
+        no broker has it.
+        """
+        self._check_open()
+        fields = {"action": "delete"} if delete else {}
+        if topic is not None:
+            fields |= {"topic": topic, "key": message_id.strip()}
+            return await self._json_from_each(RequestCode.POCKETMQ_MESSAGE_INFO, fields, broker)
+        try:
+            decoded = decode_message_id(message_id)
+        except InvalidMessageIdError as error:
+            raise ClientUsageError(f"{message_id}: {error}") from None
+        if decoded["scheme"] != "offset":
+            raise ClientUsageError(
+                f"{message_id} is a {decoded['scheme']} unique key, not an offset message ID: "
+                "give its topic too (the index is per topic)"
+            )
+        fields["offset"] = str(decoded["physical_offset"])
+        return await self._json_from_each(
+            RequestCode.POCKETMQ_MESSAGE_INFO, fields, broker or str(decoded["broker_addr"])
+        )
+
+    async def dead_letters(self, group: str, *, broker: str | None = None) -> list[dict[str, Any]]:
+        """Every message of ``%DLQ%<group>`` (POCKETMQ_DLQ, 9003) in ``show_message``'s shape;
+        ``TopicNotExistError`` when no broker has a dead-letter queue for the group."""
+        self._check_open()
+        fields = {"action": "list", "group": group}
+        return await self._json_from_each(RequestCode.POCKETMQ_DLQ, fields, broker)
+
+    async def resend_dead_letters(
+        self, group: str, ids: Sequence[str] | None = None, *, broker: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Write dead letters back to their original topic (all, or those whose unique key or
+        ``ORIGIN_MESSAGE_ID`` is in ``ids``); one outcome per message: ``resent``, ``already
+        resent``, ``original topic ... does not exist``, ``failed: ...`` or ``not found in the
+        dead-letter queue`` (said only when no broker found it)."""
+        self._check_open()
+        if ids is not None and not ids:
+            raise ClientUsageError("ids: name at least one message, or pass None for all")
+        fields = {"action": "resend", "group": group, "ids": ",".join(ids or [])}
+        outcomes = await self._json_from_each(RequestCode.POCKETMQ_DLQ, fields, broker)
+        found = {o["msg_id"] for o in outcomes if o["outcome"] != _NOT_IN_DLQ}
+        found |= {o.get("origin_message_id") for o in outcomes if o["outcome"] != _NOT_IN_DLQ}
+        missing: list[dict[str, Any]] = []
+        for outcome in outcomes:
+            if outcome["outcome"] == _NOT_IN_DLQ:
+                if outcome["msg_id"] not in found and outcome not in missing:
+                    missing.append(outcome)
+        return [o for o in outcomes if o["outcome"] != _NOT_IN_DLQ] + missing
+
+    async def transactions(self, *, broker: str | None = None) -> list[dict[str, Any]]:
+        """Pending transactions (POCKETMQ_TX, 9004): ``transaction_id``, ``producer_group``,
+        ``topic``, ``check_times``, ``next_check_ms``, ``born_timestamp``, ``offset_msg_id``."""
+        self._check_open()
+        return await self._json_from_each(RequestCode.POCKETMQ_TX, {"action": "list"}, broker)
+
+    async def check_transaction(
+        self, transaction_id: str, *, broker: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Check a pending transaction now (by transaction id or its latest half copy's offset
+        message ID); counts like a scheduled check. ``QueryNotFoundError`` when no broker has
+        it pending."""
+        self._check_open()
+        fields = {"action": "check-now", "id": transaction_id}
+        return await self._json_from_each(RequestCode.POCKETMQ_TX, fields, broker)
+
+    async def _json_from_each(
+        self, code: int, fields: dict[str, str], broker: str | None
+    ) -> list[dict[str, Any]]:
+        """Send one request to each target broker and join their JSON answers (a list, or the
+        header fields as one dict). A broker that has nothing (QUERY_NOT_FOUND,
+        TOPIC_NOT_EXIST) is left out; when none had anything, the first such error is raised."""
+        rows: list[dict[str, Any]] = []
+        misses: list[BrokerError] = []
+        for addr in (await self._targets(broker)).values():
+            cmd = make_request(code, ext_fields=dict(fields))
+            try:
+                response = check_response(await self._core.invoke(addr, cmd, _ADMIN_TIMEOUT_MS))
+            except (QueryNotFoundError, TopicNotExistError) as error:
+                misses.append(error)
+                continue
+            if response.body:
+                try:
+                    answer = msgspec.json.decode(response.body)
+                except msgspec.DecodeError as error:
+                    raise UnknownBrokerError(
+                        response.code, f"malformed answer from {addr}: {error}"
+                    ) from None
+                rows.extend(answer if isinstance(answer, list) else [answer])
+            else:
+                rows.append(dict(response.ext_fields or {}))
+        if misses and not rows:
+            raise misses[0]
+        return rows

@@ -6,11 +6,14 @@ are async generators (close them, e.g. with ``contextlib.aclosing``, if you stop
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
 
 from .admin import Admin
 from .consumer import PushConsumer
+from .errors import RouteNotFoundError, TopicNotExistError
 from .message import Message
 from .producer import Producer
 
@@ -22,6 +25,7 @@ __all__ = [
     "cmd_topic_create",
     "cmd_topic_list",
     "cmd_topic_status",
+    "wait_for_route",
 ]
 
 CLI_PRODUCER_GROUP = "pocketmq-cli-producer"
@@ -50,6 +54,42 @@ async def cmd_send(
             message = Message(topic=topic, body=body, tags=tags or None, keys=_keys(keys))
             result = await producer.send(message)
             yield result.to_dict()
+
+
+async def wait_for_route(
+    namesrv: str | None,
+    topic: str,
+    timeout_s: float | None = 10.0,
+    on_wait: Callable[[str], None] | None = None,
+    *,
+    poll_s: float = 0.5,
+) -> None:
+    """Return once the name servers have a route for ``topic``.
+
+    An unreachable name server raises at once (``ConnectionLostError``); a topic without a
+    route calls ``on_wait(topic)`` once and asks again every ``poll_s`` until ``timeout_s``
+    (None: forever), then raises ``RouteNotFoundError``. A consumer started on such a topic
+    would otherwise wait silently for ever.
+    """
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    told = False
+    async with Admin(namesrv) as admin:
+        while True:
+            try:
+                await admin.topic_route(topic)
+                return
+            except TopicNotExistError:
+                pass
+            if deadline is not None and time.monotonic() >= deadline:
+                raise RouteNotFoundError(
+                    topic,
+                    f"the name servers know no such topic (waited {timeout_s:g} s; create it "
+                    f"with `pocketmq topic create --topic {topic}`, or send to it)",
+                )
+            if not told and on_wait is not None:
+                on_wait(topic)
+                told = True
+            await asyncio.sleep(poll_s)
 
 
 async def cmd_consume(

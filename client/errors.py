@@ -40,6 +40,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from broker.protocol.codes import ResponseCode
+
 __all__ = [
     "BrokerError",
     "BrokerSystemError",
@@ -72,6 +74,7 @@ __all__ = [
     "TopicNotExistError",
     "UnknownBrokerError",
     "VersionNotSupportedError",
+    "code_name",
     "error_for_code",
 ]
 
@@ -129,15 +132,24 @@ class RequestTimeoutError(ClientError, TimeoutError):
         super().__init__(f"{addr}: no response to request {code} within {timeout_ms:g} ms")
 
 
+def code_name(code: int) -> str:
+    """RocketMQ's name of a response code with its number: ``ILLEGAL_OPERATION (604)``."""
+    try:
+        return f"{ResponseCode(code).name} ({int(code)})"
+    except (TypeError, ValueError):
+        return f"response code {code}"
+
+
 class BrokerError(ClientError):
-    """A response code other than success. ``code`` is RocketMQ's ``ResponseCode``."""
+    """A response code other than success. ``code`` is RocketMQ's ``ResponseCode``; the
+    message names it as RocketMQ does: ``ILLEGAL_OPERATION (604): <the broker's remark>``."""
 
     code: int = -1
 
     def __init__(self, code: int, remark: str | None = None) -> None:
         self.code = code
         self.remark = remark
-        super().__init__(f"code {code}: {remark}" if remark else f"code {code}")
+        super().__init__(f"{code_name(code)}: {remark}" if remark else code_name(code))
 
 
 class BrokerSystemError(BrokerError):

@@ -32,7 +32,7 @@ FORBIDDEN_EXTERNAL = {
 def _layer_of(module: str) -> str:
     if module.startswith("broker.protocol"):
         return "broker.protocol"
-    if module == "broker.cli":
+    if module == "broker.cli" or module.startswith("broker.cli."):
         return "cli"
     return module.split(".")[0]
 

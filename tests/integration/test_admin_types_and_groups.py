@@ -184,8 +184,9 @@ async def test_the_command_line() -> None:
         namesrv = broker.namesrv_address
         assert namesrv is not None
         status, out, err = await run_cli(
-            "topic", "create", "--topic", "Ledger", "--message-type", "FIFO", "--namesrv", namesrv
-        )
+            "topic", "create", "--topic", "Ledger", "--message-type", "FIFO", "--json",
+            "--namesrv", namesrv,
+        )  # fmt: skip
         assert status == 0, err
         assert json.loads(out) == {
             "topic": "Ledger",
@@ -208,6 +209,7 @@ async def test_the_command_line() -> None:
             "--orderly",
             "--retry-max-times",
             "3",
+            "--json",
             "--namesrv",
             namesrv,
         )
@@ -225,4 +227,4 @@ async def test_the_command_line() -> None:
         status, out, err = await run_cli(
             "group", "create", "--group", "bad group", "--namesrv", namesrv
         )
-        assert status == 1 and "group may only hold" in err and "Traceback" not in err
+        assert status == 2 and "group may only hold" in err and "Traceback" not in err

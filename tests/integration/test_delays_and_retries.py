@@ -192,8 +192,9 @@ def test_sixteen_failures_give_seventeen_deliveries_then_the_dlq(broker: Process
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """A pocketmq admin command with its --json output."""
     return subprocess.run(
-        [sys.executable, "-m", "broker.cli", *args],
+        [sys.executable, "-m", "broker.cli", *args, "--json"],
         capture_output=True,
         text=True,
         timeout=60,

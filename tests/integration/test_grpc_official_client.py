@@ -322,6 +322,7 @@ def test_grpc_and_remoting_see_the_same_messages(broker: Process, home: Path) ->
         "remoting-key",
         "--body",
         "remoting-0",
+        "--json",
         "--namesrv",
         broker.extra["namesrv"],
     )

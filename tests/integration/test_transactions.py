@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -77,15 +78,19 @@ def visible(client: RawClient, topic: str) -> list[bytes]:
     return [m.body for m in decode_messages(response.body)] if response.code == 0 else []
 
 
-def tx_cli(broker: Process, *args: str) -> list[dict]:
+def tx_cli(broker: Process, *args: str, as_json: bool = True) -> list[dict]:
+    """``pocketmq tx ...`` against the broker: its --json rows, or its readable lines."""
     done = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "tx", *args, "--broker", broker.address],
+        [sys.executable, "-m", "broker.cli", "tx", *args, "--broker", broker.address]
+        + (["--json"] if as_json else []),
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
     assert done.returncode == 0, done.stderr
+    if not as_json:
+        return done.stdout.splitlines()  # type: ignore[return-value]
     return [json.loads(line) for line in done.stdout.splitlines()]
 
 
@@ -113,6 +118,13 @@ def test_unknown_then_a_check_that_commits(broker: Process) -> None:
         assert end(client, offset, queue_offset, "TX9", UNKNOWN).code == ResponseCode.SUCCESS
         [pending] = tx_cli(broker, "list")
         assert pending["transaction_id"] == "TX9" and pending["check_times"] == 0
+        # raw epoch milliseconds in --json, ISO times for a person
+        assert isinstance(pending["next_check_ms"], int)
+        header, row = tx_cli(broker, "list", as_json=False)
+        assert header.split()[:6] == [
+            "transaction_id", "producer_group", "topic", "check_times", "next_check", "born_timestamp"
+        ]  # fmt: skip
+        assert row.split()[0] == "TX9" and re.search(r" \d{4}-\d\d-\d\dT[\d:.]+Z ", row)
         client.clock("advance", duration="5999ms")
         assert client.requests_received(RequestCode.CHECK_TRANSACTION_STATE) == 0
         client.clock("advance", duration="1ms")  # transactionTimeOut: 6 s after birth

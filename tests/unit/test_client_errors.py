@@ -50,6 +50,14 @@ def test_known_codes_map_to_their_class(code: int, cls: type[BrokerError]) -> No
     assert "remark text" in str(error)
 
 
+def test_the_message_names_the_code_as_rocketmq_does() -> None:
+    assert str(error_for_code(604, "the clock is not manual")) == (
+        "ILLEGAL_OPERATION (604): the clock is not manual"
+    )
+    assert str(error_for_code(17)) == "TOPIC_NOT_EXIST (17)"
+    assert str(error_for_code(9999, "odd")) == "response code 9999: odd"
+
+
 def test_retriable_codes_are_exactly_rocketmqs_retry_codes() -> None:
     for code in range(-2000, 3000):
         assert error_for_code(code).retriable is (code in RETRIABLE_SEND_CODES), code

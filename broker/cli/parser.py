@@ -1,0 +1,384 @@
+"""The argument parser of ``pocketmq``: every command a sub-command, every option with help."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from importlib import metadata
+
+from . import clients, offline, servers
+
+__all__ = ["UsageError", "build_parser"]
+
+
+class UsageError(Exception):
+    """A wrong argument or environment variable: printed in one line, exit status 2."""
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} is not at least 1")
+    return value
+
+
+def seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not zero or more")
+    return value
+
+
+def port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port (0-65535)")
+    return value
+
+
+def _version() -> str:
+    try:
+        return metadata.version("pocketmq")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
+def _add_namesrv(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--namesrv",
+        metavar="ADDRS",
+        default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876"),
+        help="name servers, ';'-separated (default $NAMESRV_ADDR, else 127.0.0.1:9876)",
+    )
+
+
+def _add_broker(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--broker",
+        metavar="BROKER",
+        default=os.environ.get("POCKETMQ_BROKER") or None,
+        help="ask only this broker, by name or HOST:PORT (default $POCKETMQ_BROKER, else every "
+        "master broker the name server knows)",
+    )
+
+
+def _add_json(parser: argparse.ArgumentParser, what: str = "result") -> None:
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        help=f"one JSON object per {what}, times as epoch milliseconds",
+    )
+
+
+def _command(
+    commands: argparse._SubParsersAction, name: str, help_text: str, **kw: object
+) -> argparse.ArgumentParser:
+    # help strings are %-formatted by argparse, descriptions are not
+    return commands.add_parser(name, help=help_text, description=help_text.replace("%%", "%"), **kw)
+
+
+def _actions(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
+    return parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+
+def _add_server_options(parser: argparse.ArgumentParser) -> None:
+    parser.set_defaults(server=True)
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+    )
+    parser.add_argument(
+        "--port", type=port, default=10911, help="broker port (default 10911; 0 = any free port)"
+    )
+    parser.add_argument(
+        "--advertise", metavar="HOST", help="host clients are told to use (default: --host)"
+    )
+    parser.add_argument(
+        "--data", default="./pocketmq-data", help="store folder (default ./pocketmq-data)"
+    )
+    parser.add_argument(
+        "--memory", action="store_true", help="keep the store in memory (nothing on disk)"
+    )
+    parser.add_argument("--name", default="broker-a", help="broker name (default broker-a)")
+    parser.add_argument(
+        "--cluster", default="DefaultCluster", help="cluster name (default DefaultCluster)"
+    )
+    parser.add_argument(
+        "--flush",
+        choices=("async", "sync"),
+        default="async",
+        help="sync: acknowledge a send only after fsync (group commit); async: flush every 500 ms",
+    )
+    parser.add_argument(
+        "--delay-levels",
+        metavar="LEVELS",
+        help='messageDelayLevel (default "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h")',
+    )
+    parser.add_argument(
+        "--grpc-port",
+        type=port,
+        metavar="PORT",
+        help="port of the RocketMQ 5.x gRPC front-end (default 8081; 0 = any free port)",
+    )
+    parser.add_argument("--no-grpc", action="store_true", help="do not start the gRPC front-end")
+    parser.add_argument(
+        "--grpc-auto-create-topics",
+        action="store_true",
+        help="create a topic (message type MIXED) when a gRPC client asks for its route",
+    )
+    parser.add_argument(
+        "--access-key",
+        metavar="AK",
+        help="require gRPC calls signed with this access key (or $POCKETMQ_ACCESS_KEY)",
+    )
+    parser.add_argument(
+        "--secret-key", metavar="SK", help="its secret key (or $POCKETMQ_SECRET_KEY)"
+    )
+    parser.add_argument(
+        "--clock",
+        choices=("system", "manual"),
+        default="system",
+        help="manual: time moves only with `pocketmq time advance` (tests of delays, retries, timers)",
+    )
+
+
+def _servers(commands: argparse._SubParsersAction) -> None:
+    standalone = _command(commands, "standalone", "name server and broker in one process")
+    _add_server_options(standalone)
+    standalone.add_argument(
+        "--namesrv-port", type=port, default=9876, help="name server port (default 9876)"
+    )
+    standalone.set_defaults(handler=servers.standalone)
+
+    namesrv = _command(commands, "namesrv", "run a name server")
+    namesrv.set_defaults(server=True, handler=servers.namesrv)
+    namesrv.add_argument(
+        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+    )
+    namesrv.add_argument("--port", type=port, default=9876, help="port (default 9876)")
+
+    broker = _command(commands, "broker", "run a broker that registers with name servers")
+    _add_server_options(broker)
+    broker.add_argument(
+        "--namesrv",
+        metavar="ADDRS",
+        default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876"),
+        help="name servers to register with, ';'-separated (default $NAMESRV_ADDR, else "
+        "127.0.0.1:9876; empty: none)",
+    )
+    broker.set_defaults(handler=servers.broker)
+
+
+def _messages(commands: argparse._SubParsersAction) -> None:
+    send = _command(commands, "send", "send a message (or N copies of it)")
+    send.add_argument(
+        "--topic", required=True, help="the topic (auto-created when the broker allows)"
+    )
+    send.add_argument("--tags", help="the TAGS property, e.g. created")
+    send.add_argument("--keys", help="keys, separated by spaces or commas (each one is indexed)")
+    source = send.add_mutually_exclusive_group()
+    source.add_argument("--body", help="the message body (text, sent as UTF-8)")
+    source.add_argument(
+        "--file", metavar="PATH", help="read the body from this file (default: standard input)"
+    )
+    send.add_argument("--count", type=positive_int, default=1, help="send it N times (default 1)")
+    _add_namesrv(send)
+    _add_json(send, "send result")
+    send.set_defaults(handler=clients.send)
+
+    consume = _command(commands, "consume", "consume messages and print them")
+    consume.add_argument("--topic", required=True, help="the topic")
+    consume.add_argument(
+        "--group",
+        default="pocketmq-cli-consumer",
+        help="consumer group (default pocketmq-cli-consumer)",
+    )
+    consume.add_argument(
+        "--count", type=positive_int, help="stop after N messages (default: run until interrupted)"
+    )
+    consume.add_argument(
+        "--from",
+        dest="start",
+        choices=("first", "last"),
+        default="last",
+        help="where a queue without a committed offset starts (default last)",
+    )
+    consume.add_argument(
+        "--expression", default="*", help='tag expression, e.g. "A || B" (default *)'
+    )
+    consume.add_argument(
+        "--timeout",
+        type=seconds,
+        default=10.0,
+        metavar="SECONDS",
+        help="how long to wait for the topic to exist before giving up (default 10; 0 = forever)",
+    )
+    _add_namesrv(consume)
+    _add_json(consume, "message")
+    consume.set_defaults(handler=clients.consume)
+
+
+def _administration(commands: argparse._SubParsersAction) -> None:
+    topic = _actions(_command(commands, "topic", "create, list or show topics"))
+    create = _command(topic, "create", "create a topic on every master broker")
+    create.add_argument("--topic", required=True, help="the topic name")
+    create.add_argument(
+        "--queues", type=positive_int, default=8, help="read and write queues (default 8)"
+    )
+    create.add_argument("--order", action="store_true", help="an ordered topic")
+    create.add_argument(
+        "--message-type",
+        choices=("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED"),
+        help="the RocketMQ 5.x message.type attribute (default: none, i.e. NORMAL)",
+    )
+    create.set_defaults(handler=clients.topic_create)
+    listing = _command(topic, "list", "the topics the name servers know, one per line")
+    listing.set_defaults(handler=clients.topic_list)
+    status = _command(topic, "status", "offsets and last message time of each queue")
+    status.add_argument("--topic", required=True, help="the topic name")
+    status.set_defaults(handler=clients.topic_status)
+    for parser in (create, listing, status):
+        _add_namesrv(parser)
+        _add_json(parser, "line")
+
+    group = _actions(_command(commands, "group", "create consumer groups"))
+    create = _command(group, "create", "create or replace a consumer group on every master broker")
+    create.add_argument("--group", required=True, help="the consumer group name")
+    create.add_argument(
+        "--orderly", action="store_true", help="consume in order (consumeMessageOrderly)"
+    )
+    create.add_argument(
+        "--retry-max-times",
+        type=int,
+        default=16,
+        metavar="N",
+        help="redeliveries before the dead-letter queue (default 16)",
+    )
+    _add_namesrv(create)
+    _add_json(create, "broker")
+    create.set_defaults(handler=clients.group_create)
+
+    time = _actions(_command(commands, "time", "read or move the brokers' manual clocks"))
+    get = _command(time, "get", "each broker's time, and whether its clock is manual")
+    get.set_defaults(handler=clients.time_get)
+    advance = _command(time, "advance", "move manual clocks forward; everything due fires")
+    advance.add_argument("duration", help="2h, 90s, 1h30m, 250ms, 1d, or milliseconds")
+    advance.set_defaults(handler=clients.time_advance)
+    set_time = _command(time, "set", "set manual clocks to a time (never backwards)")
+    set_time.add_argument("epoch_ms", metavar="EPOCH_MS", type=int, help="epoch milliseconds")
+    set_time.set_defaults(handler=clients.time_set)
+    for parser in (get, advance, set_time):
+        _add_namesrv(parser)
+        _add_broker(parser)
+        _add_json(parser, "broker")
+
+    msg = _actions(_command(commands, "msg", "one message with its state; mark it for deletion"))
+    show = _command(msg, "show", "a message with its state, reconsume times and place")
+    show.set_defaults(handler=clients.msg_show, delete=False)
+    delete = _command(msg, "delete", "mark a message for deletion: it is never served again")
+    delete.set_defaults(handler=clients.msg_show, delete=True)
+    for parser in (show, delete):
+        parser.add_argument(
+            "id", help="an offset message ID, or (with --topic) a unique key or key"
+        )
+        parser.add_argument(
+            "--topic", help="the topic whose index to look a unique key or key up in"
+        )
+        _add_namesrv(parser)
+        _add_broker(parser)
+        _add_json(parser, "message")
+
+    dlq = _actions(_command(commands, "dlq", "a consumer group's dead-letter queue"))
+    listing = _command(dlq, "list", "every message of %%DLQ%%GROUP")
+    listing.set_defaults(handler=clients.dlq_list)
+    resend = _command(dlq, "resend", "write dead letters back to their original topic")
+    which = resend.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--id", dest="ids", action="append", metavar="ID", help="a message to resend (repeatable)"
+    )
+    which.add_argument("--all", action="store_true", help="resend every message of the queue")
+    resend.set_defaults(handler=clients.dlq_resend)
+    for parser in (listing, resend):
+        parser.add_argument("--group", required=True, help="the consumer group")
+        _add_namesrv(parser)
+        _add_broker(parser)
+        _add_json(parser, "message")
+
+    tx = _actions(_command(commands, "tx", "pending transactions (half messages)"))
+    listing = _command(tx, "list", "every pending transaction")
+    listing.set_defaults(handler=clients.tx_list)
+    check = _command(tx, "check-now", "ask the producer about a pending transaction now")
+    check.add_argument("id", help="the transaction id (unique key) or offset message ID")
+    check.set_defaults(handler=clients.tx_check_now)
+    for parser in (listing, check):
+        _add_namesrv(parser)
+        _add_broker(parser)
+        _add_json(parser, "transaction")
+
+
+def _offline(commands: argparse._SubParsersAction) -> None:
+    ids = _actions(_command(commands, "id", "message IDs"))
+    decode = _command(
+        ids, "decode", "the scheme and every field of 4.x unique, offset and 5.x message IDs"
+    )
+    decode.add_argument("ids", nargs="+", metavar="ID", help="message IDs (hex)")
+    decode.set_defaults(handler=offline.id_decode)
+
+    store = _actions(
+        _command(commands, "store", "read a store folder (pocketmq or Apache RocketMQ)")
+    )
+    inspect = _command(store, "inspect", "one line per record, then a summary")
+    inspect.add_argument(
+        "dir", metavar="DIR", help="the store root (the folder holding commitlog/)"
+    )
+    inspect.add_argument("--topic", help="only records of this topic")
+    inspect.add_argument(
+        "--from",
+        dest="from_offset",
+        type=int,
+        default=0,
+        metavar="OFFSET",
+        help="start at this physical offset",
+    )
+    inspect.add_argument(
+        "--limit", type=positive_int, metavar="N", help="stop after N records shown"
+    )
+    _add_json(inspect, "record")
+    inspect.set_defaults(handler=offline.store_inspect)
+
+    export = _command(
+        commands,
+        "export",
+        "export a store (pocketmq or Apache RocketMQ) with Spark: Parquet and more",
+    )
+    export.add_argument(
+        "store_dir", metavar="STORE_DIR", help="the store root (the folder holding commitlog/)"
+    )
+    export.add_argument("--out", required=True, help="output folder")
+    export.add_argument(
+        "--format", default="parquet", choices=("parquet", "json", "orc"), help="default parquet"
+    )
+    export.add_argument("--topic", action="append", help="only this topic (repeatable)")
+    export.add_argument("--quiet", action="store_true", help="no progress lines")
+    export.set_defaults(handler=offline.export)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pocketmq", description="pocketmq: a RocketMQ-compatible message broker and emulator"
+    )
+    parser.add_argument("--version", action="version", version=f"pocketmq {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _servers(commands)
+    _messages(commands)
+    _administration(commands)
+    _offline(commands)
+    return parser

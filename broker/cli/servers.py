@@ -1,0 +1,113 @@
+"""``pocketmq standalone``, ``namesrv`` and ``broker``: run the servers until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+__all__ = ["broker", "namesrv", "standalone"]
+
+
+def _run(coroutine_factory: Callable[[], Coroutine[Any, Any, None]]) -> int:
+    import uvloop  # the event loop of the servers; library code never imports it
+
+    from store.errors import StoreError
+
+    try:
+        with contextlib.suppress(KeyboardInterrupt):
+            uvloop.run(coroutine_factory())
+    except (StoreError, OSError) as error:
+        # A locked or unreadable store, a port in use, a full disk: say it in one line.
+        print(f"pocketmq: cannot start: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _config(args: argparse.Namespace, namesrv: list[str]) -> Any:
+    from broker.config import BrokerConfig
+    from store.config import StoreConfig
+
+    from .parser import UsageError
+
+    try:
+        store = (
+            StoreConfig() if not args.delay_levels else StoreConfig(delay_levels=args.delay_levels)
+        )
+    except ValueError as error:
+        raise UsageError(f"--delay-levels: {error}") from None
+    return BrokerConfig(
+        store=store,
+        broker_name=args.name,
+        cluster_name=args.cluster,
+        host=args.host,
+        port=args.port,
+        advertised_host=args.advertise,
+        namesrv_addrs=namesrv,
+        data_dir=None if args.memory else Path(args.data),
+        flush=args.flush,
+        grpc_port=_grpc_port(args),
+        grpc_auto_create_topics=args.grpc_auto_create_topics,
+        access_keys=_access_keys(args),
+    )
+
+
+def _grpc_port(args: argparse.Namespace) -> int | None:
+    """The gRPC front-end's port: on by default when the grpc extra is installed."""
+    from broker.grpc import grpc_available
+
+    from .parser import UsageError
+
+    if args.no_grpc:
+        return None
+    if not grpc_available():
+        hint = "from a pocketmq checkout: python3 -m pip install -e '.[grpc]'"
+        if args.grpc_port is not None:
+            raise UsageError(f"--grpc-port: the gRPC front-end is not installed ({hint})")
+        logging.getLogger("pocketmq").warning(
+            "gRPC front-end off (for the RocketMQ 5.x SDKs, %s)", hint
+        )
+        return None
+    return 8081 if args.grpc_port is None else args.grpc_port
+
+
+def _access_keys(args: argparse.Namespace) -> dict[str, str]:
+    from .parser import UsageError
+
+    access_key = args.access_key or os.environ.get("POCKETMQ_ACCESS_KEY")
+    secret_key = args.secret_key or os.environ.get("POCKETMQ_SECRET_KEY")
+    if bool(access_key) != bool(secret_key):
+        raise UsageError("--access-key and --secret-key go together")
+    return {access_key: secret_key} if access_key and secret_key else {}
+
+
+def _clock(args: argparse.Namespace) -> Any:
+    from broker.services.clock import ManualClock, SystemClock
+
+    return ManualClock() if args.clock == "manual" else SystemClock()
+
+
+def namesrv(args: argparse.Namespace) -> int:
+    from broker.serve import run_namesrv
+
+    return _run(lambda: run_namesrv(args.host, args.port))
+
+
+def broker(args: argparse.Namespace) -> int:
+    from broker.serve import run_broker
+
+    addrs = [a for a in (args.namesrv or "").split(";") if a]
+    config = _config(args, addrs)
+    return _run(lambda: run_broker(config, _clock(args)))
+
+
+def standalone(args: argparse.Namespace) -> int:
+    from broker.serve import run_standalone
+
+    config = _config(args, [])
+    return _run(lambda: run_standalone(config, args.host, args.namesrv_port, _clock(args)))
