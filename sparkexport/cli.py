@@ -9,7 +9,8 @@ prints what the walk found: records, bad CRCs, a torn tail, damaged ranges and f
 
 Exit status, as the rest of ``pocketmq``: 0 exported, 1 exported but the store is damaged (bad
 CRC, torn tail, damaged range) or the Spark job failed, 2 a wrong argument (not a store, unknown
-format, pyspark missing).
+format, pyspark missing). A store with no records yet (no ``commitlog/`` segment) exports an
+empty dataset.
 """
 
 from __future__ import annotations
@@ -183,13 +184,15 @@ def export_main(
     separated) or None for all; ``progress``: True prints progress and the summary to stderr,
     False/None prints only errors and damage found, a callable receives each line instead.
     Returns the exit status (0 exported, 1 damaged store or failed job, 2 wrong argument)."""
+    from store.reader import check_store_folder
+
     say = _say(progress)
     store = os.fspath(store_dir)
-    if not os.path.isdir(os.path.join(store, "commitlog")):
-        print(
-            f"pocketmq export: {store} has no commitlog/ folder: not a RocketMQ or pocketmq store",
-            file=sys.stderr,
-        )
+    try:
+        # A store with no commitlog/ yet (a broker that has stored nothing) exports no rows.
+        check_store_folder(store)
+    except FileNotFoundError as error:  # no such folder, or NotAStoreError
+        print(f"pocketmq export: {error}", file=sys.stderr)
         return 2
     fmt = (fmt or "parquet").lower()
     if fmt not in FORMATS:

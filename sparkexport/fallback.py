@@ -95,6 +95,11 @@ def read_store_fallback(
     root = os.fspath(store_dir)
     commitlog = root.rstrip("/") + "/" + str(paths.COMMITLOG)
     states, crc_range = StateSnapshot(), None
+    if os.path.isdir(_local_path(root)) and not os.path.isdir(_local_path(commitlog)):
+        # No commitlog/ for binaryFile to list: a store with no records yet reads as empty;
+        # StoreReader raises NotAStoreError for a folder that is no store at all.
+        StoreReader(_local_path(root))
+        return spark.createDataFrame([], SPARK_SCHEMA_DDL)
     if os.path.isdir(_local_path(commitlog)):
         reader = StoreReader(_local_path(root))
         states = StateSnapshot.from_table(reader.states())

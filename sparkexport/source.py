@@ -91,7 +91,11 @@ def _read(partition: InputPartition, options: ReadOptions) -> Iterator[pa.Record
     if isinstance(partition, ForeignFilesPartition):
         yield report_batch([], partition.paths)
         return
-    assert isinstance(partition, RangePartition)
+    if not isinstance(partition, RangePartition):
+        # Spark's stand-in when partitions() found nothing (a store with no records yet):
+        # InputPartition(None), read as no rows.
+        assert partition.value is None, partition
+        return
     plan = partition.plan
     stats = RangeStats(plan.path, plan.segment_start + plan.lo, plan.segment_start + plan.hi)
     if options.report:

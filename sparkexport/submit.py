@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--wait-seconds",
         type=float,
         default=0.0,
-        help="wait up to this long for each store's commitlog/ to appear (a broker starting)",
+        help="wait up to this long for each store folder to become a store (a broker starting)",
     )
     parser.add_argument(
         "--path", action="store_true", help="print this file's path (for spark-submit) and exit"
@@ -53,12 +53,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _not_stores(stores: Sequence[str]) -> list[str]:
+    """Why each of ``stores`` that is not a store (yet) is not one; a store with no records yet
+    is one (it exports no rows)."""
+    from store.reader import check_store_folder
+
+    problems = []
+    for store in stores:
+        try:
+            check_store_folder(store)
+        except FileNotFoundError as error:  # no such folder, or NotAStoreError
+            problems.append(str(error))
+    return problems
+
+
 def _wait_for(stores: Sequence[str], seconds: float) -> list[str]:
     deadline = time.monotonic() + seconds
     while True:
-        missing = [s for s in stores if not os.path.isdir(os.path.join(s, "commitlog"))]
-        if not missing or time.monotonic() >= deadline:
-            return missing
+        problems = _not_stores(stores)
+        if not problems or time.monotonic() >= deadline:
+            return problems
         time.sleep(1.0)
 
 
@@ -118,9 +132,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SparkMissingError as error:
         print(error, file=sys.stderr)
         return 2
-    missing = [] if args.follow else _wait_for(args.stores, args.wait_seconds)
-    if missing:
-        print(f"not a store (no commitlog/ folder): {', '.join(missing)}", file=sys.stderr)
+    problems = [] if args.follow else _wait_for(args.stores, args.wait_seconds)
+    if problems:
+        for problem in problems:
+            print(problem, file=sys.stderr)
         return 2
     from sparkexport.cli import run_export
 

@@ -6,6 +6,7 @@ StoreError
  +-- StoreLockedError          another process owns the store directory
  +-- StoreFullError            the disk is full (or above the warning ratio); nothing was written
  +-- OffsetOutOfRangeError     a read asked for an offset the store does not hold
+ +-- NotAStoreError            a folder given as a store holds nothing a store holds
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 __all__ = [
     "CorruptRecordError",
     "LimitExceededError",
+    "NotAStoreError",
     "OffsetOutOfRangeError",
     "StoreError",
     "StoreFullError",
@@ -58,3 +60,18 @@ class StoreFullError(StoreError, OSError):
 
 class OffsetOutOfRangeError(StoreError, IndexError):
     """A read asked for an offset outside what the store holds."""
+
+
+class NotAStoreError(StoreError, FileNotFoundError):
+    """The folder given as a store exists but holds none of a store's files (``commitlog/``,
+    ``consumequeue/``, ``checkpoint``, ``abort``, ``config/`` with a store's JSON files), or is
+    a file. ``path`` is the folder. A missing folder is a plain ``FileNotFoundError`` instead;
+    this one is a ``FileNotFoundError`` too (what was not found is a store), so catch it first
+    to tell the two apart."""
+
+    def __init__(self, path: str, detail: str = "") -> None:
+        self.path = path
+        text = f"{path}: not a RocketMQ or pocketmq store"
+        if detail:
+            text = f"{text} ({detail})"
+        super().__init__(text)

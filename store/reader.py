@@ -8,6 +8,14 @@ Unlike recovery, a record whose structure is sound but whose CRC does not match 
 whole-record CRC where ``config/storeFormat.json`` says the store wrote one, else the body CRC)
 is reported (``crc_ok = False``) and the walk goes on; a record whose structure is broken ends its
 segment: in the last segment that is a torn tail, elsewhere a damaged range.
+
+Which folders it reads (:func:`check_store_folder`): a store with records (``commitlog/``
+segments); a store with none yet, which reads as empty (no records, an all-zero summary): the
+``commitlog/`` folder is missing or empty but the folder holds what a broker writes when it
+starts (``config/`` with a store's JSON files, ``checkpoint``, ``abort``, ``consumequeue/``). A
+missing folder raises ``FileNotFoundError`` ("no such folder: <path>"); a folder (or file) that
+holds none of that raises :class:`store.errors.NotAStoreError` ("<path>: not a RocketMQ or
+pocketmq store"), a subclass of ``FileNotFoundError``.
 """
 
 from __future__ import annotations
@@ -20,13 +28,52 @@ from pathlib import Path
 
 from store import paths
 from store.consume_queue import ENTRY, ENTRY_SIZE
-from store.errors import CorruptRecordError
+from store.errors import CorruptRecordError, NotAStoreError
 from store.files import DiskBackend
 from store.record import MessageRecord, check_record, decode_record
 from store.state import STATE_TOPIC, StateTable, decode_state_body
 from store.store_format import StoreFormat
 
-__all__ = ["ReadRecord", "ScanSummary", "SegmentFile", "StoreReader"]
+__all__ = ["ReadRecord", "ScanSummary", "SegmentFile", "StoreReader", "check_store_folder"]
+
+# What a RocketMQ or pocketmq broker writes into its store folder, besides commitlog/, from the
+# moment it starts (pocketmq: config/storeFormat.json, checkpoint, abort; both write config/*.json
+# on a clean stop). Generic names (index/, lock, an empty config/) alone do not make a store.
+_STORE_FILES = (paths.CHECKPOINT, paths.ABORT)
+_STORE_FOLDERS = (paths.CONSUME_QUEUE,)
+_STORE_CONFIG_FILES = (
+    "storeFormat.json",
+    "topics.json",
+    "consumerOffset.json",
+    "delayOffset.json",
+    "subscriptionGroup.json",
+)
+
+
+def check_store_folder(root: str | os.PathLike[str]) -> bool:
+    """Whether ``root`` is a store with a ``commitlog/`` folder (True) or a store without one
+    yet (False: nothing stored). Raises ``FileNotFoundError`` when ``root`` does not exist,
+    :class:`NotAStoreError` when it holds nothing a store holds (or is a file)."""
+    folder = Path(root)
+    if not folder.exists():
+        raise FileNotFoundError(f"no such folder: {folder}")
+    if not folder.is_dir():
+        raise NotAStoreError(str(folder), "a file, not a folder")
+    if (folder / paths.COMMITLOG).is_dir():
+        return True
+    if (
+        any((folder / name).is_file() for name in _STORE_FILES)
+        or any((folder / name).is_dir() for name in _STORE_FOLDERS)
+        or any((folder / paths.CONFIG / name).is_file() for name in _STORE_CONFIG_FILES)
+    ):
+        return False
+    if any(paths.offset_for_file_name(entry.name) is not None for entry in folder.iterdir()):
+        raise NotAStoreError(
+            str(folder), "it looks like a commitlog/ folder: give the store folder above it"
+        )
+    raise NotAStoreError(
+        str(folder), "no commitlog/, consumequeue/, checkpoint, abort or config/*.json in it"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,16 +104,16 @@ class ScanSummary:
 
 
 class StoreReader:
+    """A store folder, read-only. Raises what :func:`check_store_folder` raises; a store with
+    no records yet has no :attr:`segments` and iterates as empty."""
+
     def __init__(self, root: str | os.PathLike[str]) -> None:
         self.root = Path(root)
+        has_commitlog = check_store_folder(self.root)
         directory = self.root / paths.COMMITLOG
-        if not directory.is_dir():
-            raise FileNotFoundError(
-                f"{self.root} has no commitlog/ folder: not a RocketMQ or pocketmq store"
-            )
         self.segments: list[SegmentFile] = []
         self.foreign_files: list[str] = []
-        for name in sorted(os.listdir(directory)):
+        for name in sorted(os.listdir(directory)) if has_commitlog else ():
             start = paths.offset_for_file_name(name)
             path = directory / name
             if start is None or not path.is_file():

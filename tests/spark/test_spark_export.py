@@ -53,6 +53,29 @@ def test_export_refuses_wrong_arguments(tmp_path: Path, capsys: pytest.CaptureFi
     assert "format 'csv' is not one of parquet, json, orc" in capsys.readouterr().err
 
 
+def test_a_store_with_no_records_yet_exports_no_rows(
+    spark: Any, store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from sparkexport import read_store_fallback, submit
+    from store.message_store import MessageStore
+
+    empty = tmp_path / "just-started"
+    MessageStore.open(empty).close()  # a broker's files, no commitlog/ segment
+    lines: list[str] = []
+    assert export_main(empty, tmp_path / "out", "parquet", None, lines.append) == 0
+    exported = spark.read.parquet(str(tmp_path / "out"))
+    assert exported.count() == 0
+    assert exported.schema == spark.read.format("pocketmq").load(str(store)).schema
+    assert any("exported 0 rows" in line for line in lines), lines
+    assert read_store_fallback(spark, empty).count() == 0
+    assert submit.main([str(empty), "--out", str(tmp_path / "submitted")]) == 0
+    missing = tmp_path / "missing"
+    assert export_main(missing, tmp_path / "out2", "parquet", None, False) == 2
+    assert f"no such folder: {missing}" in capsys.readouterr().err
+    assert submit.main([str(missing), "--out", str(tmp_path / "out3")]) == 2
+    assert f"no such folder: {missing}" in capsys.readouterr().err
+
+
 def test_the_spark_submit_entry_point(
     spark: Any, store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
