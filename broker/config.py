@@ -57,7 +57,7 @@ class BrokerConfig(msgspec.Struct, kw_only=True):
     transaction_check_interval_ms: int = 30_000
     transaction_check_max: int = 15  # transactionCheckMax
     pop_in_flight_max: int = 100_000  # messages lent by POP and not yet acked, all groups
-    # The RocketMQ 5.x gRPC front-end (pocketmq[grpc]); None: not started. 8081 is the
+    # The RocketMQ 5.x gRPC front-end (the grpc extra); None: not started. 8081 is the
     # RocketMQ proxy's port.
     grpc_port: int | None = None
     # Create a topic a gRPC client asks a route for (message type MIXED). RocketMQ's proxy

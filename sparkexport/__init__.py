@@ -4,7 +4,8 @@
     sparkexport.register(spark)                       # once per session
     df = spark.read.format("pocketmq").load("/data/store")
 
-Public API (needs the ``spark`` extra: ``pip install 'pocketmq[spark]'``):
+Public API (needs the ``spark`` extra; from a pocketmq checkout:
+``python3 -m pip install -e '.[spark]'``):
 
 * :func:`register` - register the ``pocketmq`` data source (batch and streaming) with a session.
 * :func:`read_store` - ``register`` + ``spark.read.format("pocketmq")...load(store)`` in one call.

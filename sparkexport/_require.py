@@ -6,7 +6,8 @@ import importlib
 
 __all__ = ["INSTALL_HINT", "SparkMissingError", "missing_spark_modules", "require_spark"]
 
-INSTALL_HINT = "pip install 'pocketmq[spark]'"
+# pocketmq is not on PyPI: the extra is installed from a checkout of the repository.
+INSTALL_HINT = "from a pocketmq checkout: python3 -m pip install -e '.[spark]'"
 _MODULES = ("pyspark", "pyarrow", "numpy")
 
 
@@ -30,6 +31,6 @@ def require_spark() -> None:
     if missing:
         raise SparkMissingError(
             f"the pocketmq Spark exporter needs {', '.join(missing)}, which "
-            f"{'is' if len(missing) == 1 else 'are'} not installed: {INSTALL_HINT}",
+            f"{'is' if len(missing) == 1 else 'are'} not installed ({INSTALL_HINT})",
             name=missing[0],
         )

@@ -6,7 +6,8 @@
     python -m sparkexport.submit /data/store --out /tmp/export --follow # keep exporting
 
 The driver and every executor must see each store at the given path (shared storage: NFS,
-a mounted volume) and have ``pocketmq[spark]`` installed. Several stores are exported into one
+a mounted volume) and have pocketmq with its ``spark`` extra installed (from a pocketmq
+checkout: ``python3 -m pip install '.[spark]'``). Several stores are exported into one
 dataset (the ``segment`` column tells them apart). ``--follow`` tails the stores with
 ``spark.readStream.format("pocketmq")`` into the output (with a checkpoint under
 ``OUT/_checkpoint``), so messages written later are exported as they arrive; a store whose

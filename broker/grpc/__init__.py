@@ -1,5 +1,6 @@
 """The RocketMQ 5.x gRPC front-end (``apache.rocketmq.v2.MessagingService``), so the official
-5.x SDKs work against pocketmq. Needs the ``pocketmq[grpc]`` extra; see docs/grpc.md."""
+5.x SDKs work against pocketmq. Needs the ``grpc`` extra (from a pocketmq checkout:
+``python3 -m pip install -e '.[grpc]'``); see docs/grpc.md."""
 
 from __future__ import annotations
 

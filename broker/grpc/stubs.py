@@ -1,7 +1,7 @@
 """The generated protocol modules of ``apache.rocketmq.v2``, taken from the official client.
 
 pocketmq copies no ``.proto`` file: the messages and the service base class come from the
-``rocketmq-python-client`` wheel (the ``pocketmq[grpc]`` extra), so they are the very ones the
+``rocketmq-python-client`` wheel (the ``grpc`` extra), so they are the very ones the
 official SDK speaks. Importing ``rocketmq`` itself would run the client's ``__init__``, which
 creates ``~/logs/rocketmq_python/`` and reconfigures logging; a broker wants neither, so only
 the ``rocketmq.grpc_protocol`` subpackage is loaded, under a transient package shell that is
@@ -27,7 +27,8 @@ def _load() -> tuple[types.ModuleType, types.ModuleType, types.ModuleType]:
         import grpc  # noqa: F401
     except ImportError as error:
         raise MissingGrpcError(
-            "the gRPC front-end needs grpcio: pip install 'pocketmq[grpc]'"
+            "the gRPC front-end needs grpcio, which is not installed (from a pocketmq "
+            "checkout: python3 -m pip install -e '.[grpc]')"
         ) from error
     names = ("definition_pb2", "service_pb2", "service_pb2_grpc")
     if "rocketmq" in sys.modules:  # the application imported the client already
@@ -35,7 +36,9 @@ def _load() -> tuple[types.ModuleType, types.ModuleType, types.ModuleType]:
     spec = importlib.util.find_spec("rocketmq")
     if spec is None or not spec.submodule_search_locations:
         raise MissingGrpcError(
-            "the gRPC front-end needs the official protocol stubs: pip install 'pocketmq[grpc]'"
+            "the gRPC front-end needs the official protocol stubs (rocketmq-python-client), "
+            "which are not installed (from a pocketmq checkout: python3 -m pip install -e "
+            "'.[grpc]')"
         )
     shell = types.ModuleType("rocketmq")
     shell.__path__ = list(spec.submodule_search_locations)

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-pytest.importorskip("grpc", reason="pip install 'pocketmq[grpc]'")
+pytest.importorskip("grpc", reason="from a pocketmq checkout: python3 -m pip install -e '.[grpc]'")
 
 import grpc  # noqa: E402
 from google.protobuf.duration_pb2 import Duration  # noqa: E402

@@ -16,8 +16,10 @@ import pytest
 
 from tests.integration.cluster import Cluster, Process, free_port
 
-pytest.importorskip("grpc", reason="pip install 'pocketmq[grpc]'")
-pytest.importorskip("rocketmq", reason="pip install 'pocketmq[grpc]'")
+pytest.importorskip("grpc", reason="from a pocketmq checkout: python3 -m pip install -e '.[grpc]'")
+pytest.importorskip(
+    "rocketmq", reason="from a pocketmq checkout: python3 -m pip install -e '.[grpc]'"
+)
 
 APP = Path(__file__).parent / "grpc_apps" / "official_client.py"
 RUN_TIMEOUT_S = 90

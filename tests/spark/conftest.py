@@ -20,8 +20,12 @@ os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    pytest.importorskip("pyspark", reason="pip install 'pocketmq[spark]'")
-    pytest.importorskip("pyarrow", reason="pip install 'pocketmq[spark]'")
+    pytest.importorskip(
+        "pyspark", reason="from a pocketmq checkout: python3 -m pip install -e '.[spark]'"
+    )
+    pytest.importorskip(
+        "pyarrow", reason="from a pocketmq checkout: python3 -m pip install -e '.[spark]'"
+    )
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip("Spark needs Java 17 or 21")
     from pyspark.sql import SparkSession

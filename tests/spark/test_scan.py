@@ -273,7 +273,7 @@ def test_without_pyspark_the_message_says_what_to_install(tmp_path: Path) -> Non
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
     )
     assert result.returncode == 0, result.stderr
-    hint = "pip install 'pocketmq[spark]'"
+    hint = "from a pocketmq checkout: python3 -m pip install -e '.[spark]'"
     assert "register: the pocketmq Spark exporter needs pyspark" in result.stdout
     assert hint in result.stdout.splitlines()[0]
     assert hint in result.stdout.splitlines()[1]
