@@ -115,7 +115,8 @@ def store_inspect(args: argparse.Namespace) -> int:
     elif summary.records == 0 and not summary.damaged and not summary.torn_tail:
         out.write(f"-- empty store: no records in {args.dir}\n")
     else:
-        read = f"{summary.records} records read" + (
+        plural = "" if summary.records == 1 else "s"
+        read = f"{summary.records} record{plural} read" + (
             f" (stopped after --limit {args.limit})" if stopped else ""
         )
         out.write(

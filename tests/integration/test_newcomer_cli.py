@@ -270,3 +270,46 @@ def test_topic_status_shows_iso_times_and_json_keeps_milliseconds(standalone: St
     assert re.fullmatch(r"broker-a\s+0\s+0\s+1\s+\d{4}-\d\d-\d\dT[\d:.]+Z\s+NORMAL", row)
     [raw] = pocketmq("topic", "status", "--topic", "Timed", "--json", *namesrv).stdout.splitlines()
     assert type(json.loads(raw)["last_update_ms"]) is int
+
+
+def test_store_inspect_of_a_missing_folder_an_empty_folder_and_a_just_started_store(
+    tmp_path: Path,
+) -> None:
+    line = one_line_error(pocketmq("store", "inspect", str(tmp_path / "nope")), 2)
+    assert line == f"pocketmq store inspect: no such folder: {tmp_path / 'nope'}"
+    line = one_line_error(pocketmq("store", "inspect", str(tmp_path)), 2)
+    assert "not a RocketMQ or pocketmq store" in line
+    data = tmp_path / "data"
+    server = subprocess.Popen(
+        [str(POCKETMQ), "standalone", "--data", str(data), "--no-grpc", "--port", "0"]
+        + ["--namesrv-port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert server.stdout is not None and "ready" in server.stdout.readline()
+        done = pocketmq("store", "inspect", str(data))
+        assert done.returncode == 0 and done.stdout == f"-- empty store: no records in {data}\n"
+    finally:
+        server.send_signal(signal.SIGTERM)
+        _, err = server.communicate(timeout=30)
+    # a clean stop says nothing that reads like an error
+    assert "not registered" not in err and "Traceback" not in err and "ERROR" not in err
+
+
+def test_store_inspect_with_a_limit_judges_only_what_it_read(tmp_path: Path) -> None:
+    from store.message_store import MessageStore, PutMessage
+
+    with MessageStore.open(tmp_path) as store:
+        for body in (b"one", b"two", b"three"):
+            store.put(PutMessage(topic="T", body=body))
+    done = pocketmq("store", "inspect", str(tmp_path), "--limit", "1")
+    assert done.returncode == 0
+    assert done.stdout.splitlines()[-1].startswith("-- 1 record read (stopped after --limit 1), ")
+    summary = json.loads(
+        pocketmq("store", "inspect", str(tmp_path), "--limit", "2", "--json").stdout.splitlines()[
+            -1
+        ]
+    )["summary"]
+    assert summary["records"] == 2 and summary["shown"] == 2 and summary["stopped_at_limit"]
