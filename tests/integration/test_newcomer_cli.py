@@ -313,3 +313,33 @@ def test_store_inspect_with_a_limit_judges_only_what_it_read(tmp_path: Path) -> 
         ]
     )["summary"]
     assert summary["records"] == 2 and summary["shown"] == 2 and summary["stopped_at_limit"]
+
+
+def test_a_poison_reason_reaches_dlq_list_and_msg_show(standalone: Standalone) -> None:
+    import asyncio
+
+    from client import Message, Producer, PushConsumer
+
+    namesrv = ("--namesrv", standalone.namesrv)
+
+    async def poison_one() -> str:
+        async with Producer("poison-app", namesrv=standalone.namesrv) as producer:
+            sent = await producer.send(Message(topic="Payloads", body=b"{broken"))
+        consumer = PushConsumer("payload-readers", namesrv=standalone.namesrv, consume_from="first")
+        consumer.subscribe("Payloads", "*")
+        async with consumer:
+            async for message in consumer:
+                await consumer.poison(message, "bad payload")
+                break
+        return sent.offset_msg_id
+
+    offset_msg_id = asyncio.run(poison_one())
+    [shown] = map(
+        json.loads, pocketmq("msg", "show", offset_msg_id, "--json", *namesrv).stdout.splitlines()
+    )
+    assert shown["state"] == "poisoned" and shown["state_group"] == "payload-readers"
+    assert shown["state_reason"] == (
+        "dead-lettered to %DLQ%payload-readers by the consumer: bad payload"
+    )
+    listed = pocketmq("dlq", "list", "--group", "payload-readers", *namesrv)
+    assert listed.returncode == 0 and "body              {broken" in listed.stdout
