@@ -20,7 +20,8 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from .parser import UsageError, build_parser
+from .errors import UsageError
+from .parser import build_parser
 
 __all__ = ["build_parser", "main"]
 

@@ -16,6 +16,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+from .errors import UsageError
 from .output import emit
 
 __all__ = [
@@ -64,8 +65,6 @@ def _admin(args: argparse.Namespace) -> Any:
 
 
 def _body(args: argparse.Namespace) -> bytes:
-    from .parser import UsageError
-
     if args.file is not None:
         try:
             return Path(args.file).read_bytes()
@@ -227,8 +226,6 @@ def time_get(args: argparse.Namespace) -> int:
 
 def time_advance(args: argparse.Namespace) -> int:
     from client._duration import duration_ms
-
-    from .parser import UsageError
 
     try:
         duration = duration_ms(args.duration)

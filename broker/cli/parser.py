@@ -8,11 +8,7 @@ from importlib import metadata
 
 from . import clients, offline, servers
 
-__all__ = ["UsageError", "build_parser"]
-
-
-class UsageError(Exception):
-    """A wrong argument or environment variable: printed in one line, exit status 2."""
+__all__ = ["build_parser"]
 
 
 def positive_int(text: str) -> int:

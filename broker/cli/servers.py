@@ -11,6 +11,8 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from .errors import UsageError
+
 __all__ = ["broker", "namesrv", "standalone"]
 
 
@@ -32,8 +34,6 @@ def _run(coroutine_factory: Callable[[], Coroutine[Any, Any, None]]) -> int:
 def _config(args: argparse.Namespace, namesrv: list[str]) -> Any:
     from broker.config import BrokerConfig
     from store.config import StoreConfig
-
-    from .parser import UsageError
 
     try:
         store = (
@@ -61,8 +61,6 @@ def _grpc_port(args: argparse.Namespace) -> int | None:
     """The gRPC front-end's port: on by default when the grpc extra is installed."""
     from broker.grpc import grpc_available
 
-    from .parser import UsageError
-
     if args.no_grpc:
         return None
     if not grpc_available():
@@ -77,8 +75,6 @@ def _grpc_port(args: argparse.Namespace) -> int | None:
 
 
 def _access_keys(args: argparse.Namespace) -> dict[str, str]:
-    from .parser import UsageError
-
     access_key = args.access_key or os.environ.get("POCKETMQ_ACCESS_KEY")
     secret_key = args.secret_key or os.environ.get("POCKETMQ_SECRET_KEY")
     if bool(access_key) != bool(secret_key):
