@@ -21,16 +21,21 @@ from broker.services.clock import Clock
 __all__ = ["run_broker", "run_namesrv", "run_standalone"]
 
 
-async def _wait_for_stop() -> None:
+def _stop_on_signals() -> asyncio.Event:
+    """An event SIGINT and SIGTERM set from now on (instead of killing the process)."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    return stop
 
 
-def _ready(line: str) -> None:
+async def _ready_until_stopped(line: str) -> None:
+    """Print the ready line, then wait for SIGINT or SIGTERM. The handlers are in place before
+    the line is printed: a signal sent as soon as it is read stops the servers cleanly (before,
+    one that came in between killed the process: store not closed, no unregistration)."""
+    stop = _stop_on_signals()
     # Everything allocated so far lives as long as the process: keep it out of the collector's
     # sight, and collect young objects less often, so that collections do not show up as
     # latency spikes under load.
@@ -39,14 +44,14 @@ def _ready(line: str) -> None:
     gc.set_threshold(20_000, 50, 100)
     print(line, flush=True)
     sys.stdout.flush()
+    await stop.wait()
 
 
 async def run_namesrv(host: str, port: int) -> None:
     server = NameServer()
     port = await server.start(host, port)
-    _ready(f"pocketmq namesrv ready on {host}:{port}")
     try:
-        await _wait_for_stop()
+        await _ready_until_stopped(f"pocketmq namesrv ready on {host}:{port}")
     finally:
         await server.close()
 
@@ -54,11 +59,10 @@ async def run_namesrv(host: str, port: int) -> None:
 async def run_broker(config: BrokerConfig, clock: Clock | None = None) -> None:
     async with Broker(config, clock=clock) as broker:
         grpc = f", grpc {broker.grpc_address}" if broker.grpc_address else ""
-        _ready(
+        await _ready_until_stopped(
             f"pocketmq broker {config.broker_name} ready on {broker.address}{grpc} "
             f"(flush {config.flush})"
         )
-        await _wait_for_stop()
 
 
 async def run_standalone(
@@ -71,10 +75,9 @@ async def run_standalone(
     try:
         async with Broker(config, clock=clock) as broker:
             grpc = f", grpc {broker.grpc_address}" if broker.grpc_address else ""
-            _ready(
+            await _ready_until_stopped(
                 f"pocketmq standalone ready: name server {namesrv_host}:{namesrv_port}, "
                 f"broker {broker.address}{grpc}, data {config.data_dir or 'in memory'}"
             )
-            await _wait_for_stop()
     finally:
         await server.close()
