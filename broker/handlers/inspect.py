@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from broker.handlers.retry import dlq_topic
+from broker.handlers.retry import dlq_topic, first_delivery
 from broker.protocol import RemotingCommand, ResponseCode
 from broker.remoting.server import Connection
 from ids import offset_msg_id_from_packed
@@ -102,6 +102,14 @@ def _dlq_records(broker: Broker, group: str) -> list[MessageRecord]:
         offset = got.next_offset
 
 
+def _why_dead(broker: Broker, record: MessageRecord) -> str:
+    """Why a dead letter is one: the state reason of the message as first sent (a DLQ copy
+    itself is available, so that the group's DLQ consumers get it)."""
+    original = first_delivery(broker, record.properties)
+    change = broker.store.state_change_of(original) if original is not None else None
+    return change.reason if change is not None else ""
+
+
 def handle_dlq(broker: Broker, request: RemotingCommand, connection: Connection) -> RemotingCommand:
     ext = request.ext_fields or {}
     group = ext.get("group", "")
@@ -113,7 +121,10 @@ def handle_dlq(broker: Broker, request: RemotingCommand, connection: Connection)
         )
     records = _dlq_records(broker, group)
     if ext.get("action", "list") == "list":
-        return _json_response(request, [message_json(broker, r) for r in records])
+        rows = [
+            {**message_json(broker, r), "dead_letter_reason": _why_dead(broker, r)} for r in records
+        ]
+        return _json_response(request, rows)
     if ext.get("action") != "resend":
         return request.make_response(
             ResponseCode.INVALID_PARAMETER, f"unknown action {ext.get('action')!r}"

@@ -32,6 +32,7 @@ __all__ = [
     "MAX_REMARK_CHARS",
     "dead_letter",
     "dlq_topic",
+    "first_delivery",
     "handle_consumer_send_back",
     "retry_topic",
 ]
@@ -170,12 +171,12 @@ def dead_letter(
         text,
         group=group,
     )
-    original = _first_delivery(broker, properties)
+    original = first_delivery(broker, properties)
     if original is not None and original != record.physical_offset:
         broker.store.set_state(original, MessageState.POISONED, text, group=group)
 
 
-def _first_delivery(broker: Broker, properties: dict[str, str]) -> int | None:
+def first_delivery(broker: Broker, properties: dict[str, str]) -> int | None:
     """The commitlog offset of the message as first sent, found by its unique key."""
     topic, key = properties.get("RETRY_TOPIC"), properties.get("ORIGIN_MESSAGE_ID")
     if not topic or not key:

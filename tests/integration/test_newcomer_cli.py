@@ -342,4 +342,8 @@ def test_a_poison_reason_reaches_dlq_list_and_msg_show(standalone: Standalone) -
         "dead-lettered to %DLQ%payload-readers by the consumer: bad payload"
     )
     listed = pocketmq("dlq", "list", "--group", "payload-readers", *namesrv)
-    assert listed.returncode == 0 and "body              {broken" in listed.stdout
+    assert listed.returncode == 0 and "body                {broken" in listed.stdout
+    assert (
+        "dead_letter_reason  dead-lettered to %DLQ%payload-readers by the consumer: bad payload"
+        in listed.stdout
+    )

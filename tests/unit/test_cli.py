@@ -233,7 +233,7 @@ def test_a_second_broker_on_the_same_store_says_why_in_one_line(tmp_path: Path) 
 
 
 def test_a_grpc_port_in_use_is_said_in_one_line() -> None:
-    pytest.importorskip("grpc", reason="pip install 'pocketmq[grpc]'")
+    pytest.importorskip("grpc", reason="from a pocketmq checkout: pip install -e '.[grpc]'")
     from tests.integration.cluster import free_port
 
     port = str(free_port())
