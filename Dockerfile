@@ -1,7 +1,7 @@
 # pocketmq: one image for the name server and the brokers (see docker-compose.yml).
 #
 # The "spark" stage is the image of docker-compose.yml's spark-export service (built with
-# target: spark): Java 17 and the [spark] extra, running the exporter (sparkexport.submit).
+# target: spark): Java 17 and the [spark] extra, running the exporter (pocketmq.sparkexport.submit).
 # The last stage stays the default image.
 FROM python:3.11-slim AS spark
 RUN apt-get update \
@@ -15,8 +15,9 @@ COPY client ./client
 COPY store ./store
 COPY ids ./ids
 COPY sparkexport ./sparkexport
+COPY cli ./cli
 RUN pip install --no-cache-dir ".[spark]"
-ENTRYPOINT ["python", "-m", "sparkexport.submit"]
+ENTRYPOINT ["python", "-m", "pocketmq.sparkexport.submit"]
 
 FROM python:3.11-slim
 WORKDIR /app
@@ -26,6 +27,7 @@ COPY client ./client
 COPY store ./store
 COPY ids ./ids
 COPY sparkexport ./sparkexport
+COPY cli ./cli
 # The [grpc] extra: the brokers also serve the RocketMQ 5.x SDKs (gRPC, --grpc-port).
 RUN pip install --no-cache-dir ".[grpc]"
 ENTRYPOINT ["pocketmq"]

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import crcmod.predefined
 
-from store.crc import crc32
+from pocketmq.store.crc import crc32
 
 
 def per_call_ns(function: Callable[[bytes], object], data: bytes, calls: int) -> float:

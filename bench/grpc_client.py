@@ -307,7 +307,7 @@ def bench_bare(messages: int, size: int, env: dict[str, str]) -> dict[str, Any]:
 
 def bench_pocketmq(messages: int, size: int, env: dict[str, str]) -> dict[str, Any]:
     grpc_port = free_port()
-    args = [sys.executable, "-m", "broker.cli", "standalone", "--memory", "--port", "0"]
+    args = [sys.executable, "-m", "pocketmq.cli", "standalone", "--memory", "--port", "0"]
     args += ["--namesrv-port", str(free_port()), "--grpc-port", str(grpc_port)]
     args += ["--grpc-auto-create-topics"]
     process, ready = start(args, env)

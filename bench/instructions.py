@@ -48,8 +48,8 @@ STORE_PROGRAM = textwrap.dedent(
     import os, sys, tempfile
     sys.path.insert(0, os.path.join(os.environ["POCKETMQ_BENCH"]))
     from store_append import make_messages  # the messages of bench/store_append.py
-    from store.config import StoreConfig
-    from store.message_store import MessageStore
+    from pocketmq.store.config import StoreConfig
+    from pocketmq.store.message_store import MessageStore
     n, made = int(sys.argv[1]), int(sys.argv[2])
     messages = make_messages(made)  # as many in both runs: not part of the difference
     with MessageStore.open(tempfile.mkdtemp(), config=StoreConfig(index_entry_count=4 * made)) as store:
@@ -73,7 +73,7 @@ CEILING_PROGRAM = textwrap.dedent(
 PRODUCER_PROGRAM = textwrap.dedent(
     """
     import asyncio, sys, uvloop
-    from client import Message, Producer
+    from pocketmq.client import Message, Producer
     n, namesrv, batch = int(sys.argv[1]), sys.argv[2], len(sys.argv) > 3 and sys.argv[3] == "batch"
     async def main():
         body = b"x" * 1024
@@ -97,7 +97,7 @@ PRODUCER_PROGRAM = textwrap.dedent(
 CONSUMER_PROGRAM = textwrap.dedent(
     """
     import asyncio, sys, uvloop
-    from client import PushConsumer
+    from pocketmq.client import PushConsumer
     n, namesrv, group = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     async def main():
         consumer = PushConsumer(group, namesrv=namesrv, consume_from="first")
@@ -162,7 +162,7 @@ def run_program(work: Path, source_path: str, *argv: str) -> Callable[[str, int]
 
 
 async def fill(namesrv: str, count: int) -> None:
-    from client import Message, Producer
+    from pocketmq.client import Message, Producer
 
     body = os.urandom(BODY)
     async with Producer("instructions-fill", namesrv=namesrv) as producer:
@@ -177,11 +177,11 @@ def broker_per_send(work: Path, n: int, *, batch: bool = False) -> float:
 
     def run(name: str, count: int) -> None:
         namesrv_port = free_port()
-        # ``python -m broker.cli`` rather than the ``pocketmq`` script: valgrind follows the
+        # ``python -m pocketmq.cli`` rather than the ``pocketmq`` script: valgrind follows the
         # interpreter, not a launcher
         command = standalone_command(namesrv_port, str(work / f"{name}-data"), "--no-grpc")
         process, ready = start(
-            [*callgrind_command(work, name), sys.executable, "-m", "broker.cli", *command[1:]],
+            [*callgrind_command(work, name), sys.executable, "-m", "pocketmq.cli", *command[1:]],
             ready_within_s=600,
             env=_ENV,
         )

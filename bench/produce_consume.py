@@ -40,7 +40,7 @@ from typing import NamedTuple
 
 import uvloop
 
-from client import Admin, Message, Producer, PushConsumer
+from pocketmq.client import Admin, Message, Producer, PushConsumer
 
 BODY = 1024
 ECHO_SERVER = r"""

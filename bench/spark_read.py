@@ -30,8 +30,8 @@ from pathlib import Path
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-from store.config import StoreConfig  # noqa: E402
-from store.message_store import MessageStore, PutMessage  # noqa: E402
+from pocketmq.store.config import StoreConfig  # noqa: E402
+from pocketmq.store.message_store import MessageStore, PutMessage  # noqa: E402
 
 TOPICS = [f"bench-topic-{i}" for i in range(8)]
 
@@ -91,7 +91,7 @@ def register_ceiling(spark, store_dir: Path, rows: int, partitions: int) -> None
     Python data source (Arrow to the JVM, rows out), with no parsing."""
     from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-    from sparkexport.columns import SPARK_SCHEMA_DDL
+    from pocketmq.sparkexport.columns import SPARK_SCHEMA_DDL
 
     per_task = -(-rows // partitions)
 
@@ -100,8 +100,8 @@ def register_ceiling(spark, store_dir: Path, rows: int, partitions: int) -> None
             return [InputPartition(i) for i in range(partitions)]
 
         def read(self, partition):  # type: ignore[no-untyped-def]
-            from sparkexport.columns import read_range
-            from sparkexport.scan import RangeStats, ReadOptions, plan_store
+            from pocketmq.sparkexport.columns import read_range
+            from pocketmq.sparkexport.scan import RangeStats, ReadOptions, plan_store
 
             options = ReadOptions()
             first = plan_store(store_dir, options).ranges[0]
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{sum(p.stat().st_size for p in segments) / 2**20:.0f} MiB preallocated"
     )
 
-    import sparkexport
+    from pocketmq import sparkexport
 
     spark = session()
     try:

@@ -24,10 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from store.config import StoreConfig
-from store.message_store import MessageStore, PutMessage
-from store.recovery import scan_records
-from store.state import MessageState
+from pocketmq.store.config import StoreConfig
+from pocketmq.store.message_store import MessageStore, PutMessage
+from pocketmq.store.recovery import scan_records
+from pocketmq.store.state import MessageState
 
 BODY_SIZE = 1024
 BATCH = 32

@@ -18,11 +18,11 @@ import time
 
 import uvloop
 
-from broker.app import Broker
-from broker.config import BrokerConfig
-from broker.protocol import FrameDecoder, RemotingCommand, RequestCode, encode_frame
-from broker.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
-from broker.protocol.message_codec import decode_messages
+from pocketmq.broker.app import Broker
+from pocketmq.broker.config import BrokerConfig
+from pocketmq.broker.protocol import FrameDecoder, RemotingCommand, RequestCode, encode_frame
+from pocketmq.broker.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
+from pocketmq.broker.protocol.message_codec import decode_messages
 
 
 def percentile(values: list[float], fraction: float) -> float:

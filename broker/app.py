@@ -20,39 +20,45 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from broker.config import BrokerConfig
-from broker.handlers import admin, clients, inspect, pop, pull, retry, send, transaction
-from broker.namesrv import NameServer
-from broker.protocol import RemotingCommand, RequestCode, ResponseCode
-from broker.protocol.headers import (
+from pocketmq.broker.config import BrokerConfig
+from pocketmq.broker.handlers import admin, clients, inspect, pop, pull, retry, send, transaction
+from pocketmq.broker.namesrv import NameServer
+from pocketmq.broker.protocol import RemotingCommand, RequestCode, ResponseCode
+from pocketmq.broker.protocol.headers import (
     NotifyConsumerIdsChangedRequestHeader,
     RegisterBrokerBody,
     RegisterBrokerRequestHeader,
     UnregisterBrokerRequestHeader,
     encode_json_body,
 )
-from broker.remoting.client import OutboundConnection
-from broker.remoting.server import Connection, Handler, RemotingServer, ServerLimits
-from broker.services.clients import ClientRegistry
-from broker.services.clock import Clock, ManualClock, Scheduler, SystemClock, parse_duration_ms
-from broker.services.flush import FlushService
-from broker.services.groups import GroupManager
-from broker.services.locks import LockManager
-from broker.services.long_polling import PullHoldService
-from broker.services.offsets import OffsetManager
-from broker.services.pop import PopService
-from broker.services.retention import RetentionPolicy, RetentionService
-from broker.services.schedule import DelayError, ScheduleService
-from broker.services.timer import TIMER_PROPERTIES, TimerError, TimerService
-from broker.services.topics import TopicManager
-from broker.services.transactions import TransactionService
-from ids import offset_msg_id_from_packed
-from store.errors import StoreError
-from store.message_store import MessageStore, PutMessage, PutResult
-from store.record import Host, SysFlag
+from pocketmq.broker.remoting.client import OutboundConnection
+from pocketmq.broker.remoting.server import Connection, Handler, RemotingServer, ServerLimits
+from pocketmq.broker.services.clients import ClientRegistry
+from pocketmq.broker.services.clock import (
+    Clock,
+    ManualClock,
+    Scheduler,
+    SystemClock,
+    parse_duration_ms,
+)
+from pocketmq.broker.services.flush import FlushService
+from pocketmq.broker.services.groups import GroupManager
+from pocketmq.broker.services.locks import LockManager
+from pocketmq.broker.services.long_polling import PullHoldService
+from pocketmq.broker.services.offsets import OffsetManager
+from pocketmq.broker.services.pop import PopService
+from pocketmq.broker.services.retention import RetentionPolicy, RetentionService
+from pocketmq.broker.services.schedule import DelayError, ScheduleService
+from pocketmq.broker.services.timer import TIMER_PROPERTIES, TimerError, TimerService
+from pocketmq.broker.services.topics import TopicManager
+from pocketmq.broker.services.transactions import TransactionService
+from pocketmq.ids import offset_msg_id_from_packed
+from pocketmq.store.errors import StoreError
+from pocketmq.store.message_store import MessageStore, PutMessage, PutResult
+from pocketmq.store.record import Host, SysFlag
 
 if TYPE_CHECKING:
-    from broker.grpc.server import GrpcFrontend
+    from pocketmq.broker.grpc.server import GrpcFrontend
 
 __all__ = ["Broker"]
 
@@ -252,7 +258,7 @@ class Broker:
             await self.embedded_namesrv.close()
 
     async def _start_grpc(self) -> None:
-        from broker.grpc.server import GrpcFrontend, GrpcSettings
+        from pocketmq.broker.grpc.server import GrpcFrontend, GrpcSettings
 
         config = self.config
         assert config.grpc_port is not None

@@ -7,7 +7,7 @@ from typing import Literal
 
 import msgspec
 
-from store.config import StoreConfig
+from pocketmq.store.config import StoreConfig
 
 __all__ = ["BrokerConfig"]
 

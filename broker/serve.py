@@ -13,10 +13,10 @@ import gc
 import signal
 import sys
 
-from broker.app import Broker
-from broker.config import BrokerConfig
-from broker.namesrv import NameServer
-from broker.services.clock import Clock
+from pocketmq.broker.app import Broker
+from pocketmq.broker.config import BrokerConfig
+from pocketmq.broker.namesrv import NameServer
+from pocketmq.broker.services.clock import Clock
 
 __all__ = ["run_broker", "run_namesrv", "run_standalone"]
 

@@ -1,6 +1,6 @@
 """pocketmq's asyncio SDK, speaking RocketMQ's 4.x remoting protocol.
 
-    from client import Message, Producer, PushConsumer
+    from pocketmq.client import Message, Producer, PushConsumer
 
     async with Producer("my-producers", namesrv="127.0.0.1:9876") as producer:
         result = await producer.send(Message(topic="Orders", body=b"...", tags="created"))

@@ -12,8 +12,8 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any, Self
 
-from broker.protocol import RemotingCommand, RequestCode
-from broker.protocol.headers import ClusterInfo, decode_json_body
+from pocketmq.broker.protocol import RemotingCommand, RequestCode
+from pocketmq.broker.protocol.headers import ClusterInfo, decode_json_body
 
 from .connection import ConnectionPool, check_response
 from .errors import ClientClosedError, RouteNotFoundError

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from broker.protocol import RemotingCommand, RequestCode
-from broker.protocol.errors import RemoteProtocolError
-from broker.protocol.headers import (
+from pocketmq.broker.protocol import RemotingCommand, RequestCode
+from pocketmq.broker.protocol.errors import RemoteProtocolError
+from pocketmq.broker.protocol.headers import (
     GetEarliestMsgStoretimeRequestHeader,
     GetEarliestMsgStoretimeResponseHeader,
     GetMaxOffsetRequestHeader,

@@ -38,10 +38,10 @@ from typing import Any
 
 import msgspec
 
-from broker.protocol import RequestCode
-from broker.protocol.codes import Perm
-from broker.protocol.errors import RemoteProtocolError
-from broker.protocol.headers import (
+from pocketmq.broker.protocol import RequestCode
+from pocketmq.broker.protocol.codes import Perm
+from pocketmq.broker.protocol.errors import RemoteProtocolError
+from pocketmq.broker.protocol.headers import (
     ClusterInfo,
     CreateTopicRequestHeader,
     SubscriptionGroupConfig,
@@ -49,7 +49,7 @@ from broker.protocol.headers import (
     TopicRouteData,
     decode_json_body,
 )
-from ids import InvalidMessageIdError, decode_message_id
+from pocketmq.ids import InvalidMessageIdError, decode_message_id
 
 from . import _queries
 from ._core import CoreClient

@@ -1,4 +1,4 @@
-"""What the ``pocketmq`` command line calls (argparse lives in ``broker/cli.py``).
+"""What the ``pocketmq`` command line calls (argparse lives in ``cli/``).
 
 Each function is a thin wrapper over the SDK returning JSON-ready data; the streaming ones
 are async generators (close them, e.g. with ``contextlib.aclosing``, if you stop early).

@@ -18,7 +18,7 @@ import math
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Final, cast
 
-from broker.protocol import (
+from pocketmq.broker.protocol import (
     FRAME_SIZE_MAX,
     RPC_ONEWAY,
     FrameDecoder,

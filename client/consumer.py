@@ -60,10 +60,10 @@ from enum import StrEnum
 from os import PathLike
 from typing import Any, Final, Literal
 
-from broker.protocol import RemotingCommand, RequestCode, ResponseCode
-from broker.protocol.codes import PullSysFlag
-from broker.protocol.errors import RemoteProtocolError
-from broker.protocol.headers import (
+from pocketmq.broker.protocol import RemotingCommand, RequestCode, ResponseCode
+from pocketmq.broker.protocol.codes import PullSysFlag
+from pocketmq.broker.protocol.errors import RemoteProtocolError
+from pocketmq.broker.protocol.headers import (
     ConsumerData,
     ConsumerListBody,
     ConsumerSendMsgBackRequestHeader,

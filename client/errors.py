@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from broker.protocol.codes import ResponseCode
+from pocketmq.broker.protocol.codes import ResponseCode
 
 __all__ = [
     "BrokerError",

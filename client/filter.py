@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
-from broker.protocol.headers import SubscriptionData
+from pocketmq.broker.protocol.headers import SubscriptionData
 
 from .errors import ClientUsageError
 

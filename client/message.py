@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Final, NamedTuple
 
-from broker.protocol.errors import MalformedBodyError
-from broker.protocol.headers import MessageQueue as _WireMessageQueue
-from broker.protocol.message_codec import (
+from pocketmq.broker.protocol.errors import MalformedBodyError
+from pocketmq.broker.protocol.headers import MessageQueue as _WireMessageQueue
+from pocketmq.broker.protocol.message_codec import (
     MESSAGE_MAGIC_CODE_V1,
     PLAIN_RECORD_EXCLUDED_FLAGS,
     RECORD_HEAD_V4,

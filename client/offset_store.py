@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Protocol
 
 import msgspec
 
-from broker.protocol import RemotingCommand, RequestCode, ResponseCode
-from broker.protocol.headers import (
+from pocketmq.broker.protocol import RemotingCommand, RequestCode, ResponseCode
+from pocketmq.broker.protocol.headers import (
     QueryConsumerOffsetRequestHeader,
     QueryConsumerOffsetResponseHeader,
     UpdateConsumerOffsetRequestHeader,

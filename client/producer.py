@@ -32,9 +32,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Final, Literal
 
-from broker.protocol import RemotingCommand, RemotingHeader, RequestCode, ResponseCode
-from broker.protocol.errors import LocalProtocolError, RemoteProtocolError
-from broker.protocol.headers import (
+from pocketmq.broker.protocol import RemotingCommand, RemotingHeader, RequestCode, ResponseCode
+from pocketmq.broker.protocol.errors import LocalProtocolError, RemoteProtocolError
+from pocketmq.broker.protocol.headers import (
     HeartbeatData,
     ProducerData,
     SendMessageRequestHeaderV2,
@@ -42,8 +42,8 @@ from broker.protocol.headers import (
     encode_json_body,
     send_result_fields,
 )
-from broker.protocol.message_codec import encode_batch_texts, encode_properties
-from ids import UniqIdGenerator, V5IdGenerator
+from pocketmq.broker.protocol.message_codec import encode_batch_texts, encode_properties
+from pocketmq.ids import UniqIdGenerator, V5IdGenerator
 
 from ._core import ClientCore
 from .connection import CLIENT_LANGUAGE, CLIENT_VERSION, check_response, make_request

@@ -18,17 +18,17 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from broker.protocol import RequestCode, ResponseCode
-from broker.protocol.codes import PullSysFlag
-from broker.protocol.errors import RemoteProtocolError
-from broker.protocol.headers import (
+from pocketmq.broker.protocol import RequestCode, ResponseCode
+from pocketmq.broker.protocol.codes import PullSysFlag
+from pocketmq.broker.protocol.errors import RemoteProtocolError
+from pocketmq.broker.protocol.headers import (
     PullMessageRequestHeader,
     PullMessageResponseHeader,
     QueryMessageRequestHeader,
     ViewMessageRequestHeader,
 )
-from broker.protocol.message_codec import decode_message, decode_messages
-from ids import InvalidMessageIdError, decode_offset_msg_id
+from pocketmq.broker.protocol.message_codec import decode_message, decode_messages
+from pocketmq.ids import InvalidMessageIdError, decode_offset_msg_id
 
 from . import _queries
 from ._core import ClientCore, CoreClient
@@ -38,7 +38,7 @@ from .filter import TagExpression
 from .message import MessageQueue, ReceivedMessage
 
 if TYPE_CHECKING:
-    from broker.protocol import RemotingCommand
+    from pocketmq.broker.protocol import RemotingCommand
 
 __all__ = ["PullConsumer", "PullResult", "PullStatus", "pull_queue"]
 

@@ -20,9 +20,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from broker.protocol import RemotingCommand, RemotingHeader, RequestCode, ResponseCode
-from broker.protocol.codes import Perm
-from broker.protocol.headers import (
+from pocketmq.broker.protocol import RemotingCommand, RemotingHeader, RequestCode, ResponseCode
+from pocketmq.broker.protocol.codes import Perm
+from pocketmq.broker.protocol.headers import (
     GetRouteInfoRequestHeader,
     QueueData,
     TopicRouteData,

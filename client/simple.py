@@ -45,9 +45,9 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Final, NamedTuple
 
-from broker.protocol import RemotingCommand, RequestCode, ResponseCode
-from broker.protocol.errors import RemoteProtocolError
-from broker.protocol.headers import (
+from pocketmq.broker.protocol import RemotingCommand, RequestCode, ResponseCode
+from pocketmq.broker.protocol.errors import RemoteProtocolError
+from pocketmq.broker.protocol.headers import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
     ChangeInvisibleTimeResponseHeader,
@@ -55,7 +55,7 @@ from broker.protocol.headers import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
-from broker.protocol.message_codec import decode_messages
+from pocketmq.broker.protocol.message_codec import decode_messages
 
 from ._core import ClientCore
 from ._duration import seconds_to_ms

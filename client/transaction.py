@@ -52,12 +52,15 @@ from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any, Final
 
-from broker.protocol import RemotingCommand, RequestCode
-from broker.protocol.codes import MessageSysFlag, TransactionType
-from broker.protocol.errors import RemoteProtocolError
-from broker.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
-from broker.protocol.message_codec import decode_message
-from ids import InvalidMessageIdError, decode_offset_msg_id
+from pocketmq.broker.protocol import RemotingCommand, RequestCode
+from pocketmq.broker.protocol.codes import MessageSysFlag, TransactionType
+from pocketmq.broker.protocol.errors import RemoteProtocolError
+from pocketmq.broker.protocol.headers import (
+    CheckTransactionStateRequestHeader,
+    EndTransactionRequestHeader,
+)
+from pocketmq.broker.protocol.message_codec import decode_message
+from pocketmq.ids import InvalidMessageIdError, decode_offset_msg_id
 
 from .connection import Connection, make_request
 from .errors import ClientError, ClientUsageError, ConnectionLostError

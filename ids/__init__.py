@@ -6,15 +6,15 @@ Three schemes: the broker's offset ID (`offset_id`), the 4.x client unique key U
 
 from __future__ import annotations
 
-from ids.decode import decode_message_id, looks_like_offset_msg_id
-from ids.errors import InvalidMessageIdError
-from ids.offset_id import (
+from pocketmq.ids.decode import decode_message_id, looks_like_offset_msg_id
+from pocketmq.ids.errors import InvalidMessageIdError
+from pocketmq.ids.offset_id import (
     OffsetMsgId,
     decode_offset_msg_id,
     encode_offset_msg_id,
     offset_msg_id_from_packed,
 )
-from ids.uniq_id import (
+from pocketmq.ids.uniq_id import (
     UniqId,
     UniqIdGenerator,
     decode_uniq_id,
@@ -23,7 +23,7 @@ from ids.uniq_id import (
     month_start_ms,
     nearly_time_ms,
 )
-from ids.v5_id import (
+from pocketmq.ids.v5_id import (
     V5_EPOCH,
     V5IdGenerator,
     V5MessageId,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ipaddress
 import time
 
-from ids.errors import InvalidMessageIdError
+from pocketmq.ids.errors import InvalidMessageIdError
 
 __all__ = ["IpLike", "format_ip", "pack_ip", "parse_hex", "wall_clock_ms"]
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 from datetime import tzinfo
 from typing import Any
 
-from ids._common import parse_hex
-from ids.errors import InvalidMessageIdError
-from ids.offset_id import OffsetMsgId, decode_offset_msg_id
-from ids.uniq_id import UniqId, decode_uniq_id
-from ids.v5_id import V5_ID_LENGTH, V5MessageId, decode_v5_id
+from pocketmq.ids._common import parse_hex
+from pocketmq.ids.errors import InvalidMessageIdError
+from pocketmq.ids.offset_id import OffsetMsgId, decode_offset_msg_id
+from pocketmq.ids.uniq_id import UniqId, decode_uniq_id
+from pocketmq.ids.v5_id import V5_ID_LENGTH, V5MessageId, decode_v5_id
 
 __all__ = ["decode_message_id", "looks_like_offset_msg_id"]
 

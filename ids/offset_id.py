@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ids._common import IpLike, format_ip, pack_ip, parse_hex
+from pocketmq.ids._common import IpLike, format_ip, pack_ip, parse_hex
 
 __all__ = [
     "OFFSET_ID_LENGTHS",

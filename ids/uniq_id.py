@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
 
-from ids._common import IpLike, format_ip, pack_ip, parse_hex, wall_clock_ms
+from pocketmq.ids._common import IpLike, format_ip, pack_ip, parse_hex, wall_clock_ms
 
 __all__ = [
     "UNIQ_ID_LENGTHS",

@@ -30,8 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from ids._common import parse_hex, wall_clock_ms
-from ids.errors import InvalidMessageIdError
+from pocketmq.ids._common import parse_hex, wall_clock_ms
+from pocketmq.ids.errors import InvalidMessageIdError
 
 __all__ = [
     "V5_EPOCH",

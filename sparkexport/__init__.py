@@ -1,6 +1,6 @@
 """Reading pocketmq (and Apache RocketMQ) stores with Spark.
 
-    import sparkexport
+    from pocketmq import sparkexport
     sparkexport.register(spark)                       # once per session
     df = spark.read.format("pocketmq").load("/data/store")
 
@@ -29,22 +29,22 @@ FORMAT = "pocketmq"
 
 def __getattr__(name: str) -> Any:
     if name == "register":
-        from sparkexport.source import register
+        from pocketmq.sparkexport.source import register
 
         return register
     if name == "read_store":
-        from sparkexport.source import read_store
+        from pocketmq.sparkexport.source import read_store
 
         return read_store
     if name == "read_store_fallback":
-        from sparkexport.fallback import read_store_fallback
+        from pocketmq.sparkexport.fallback import read_store_fallback
 
         return read_store_fallback
     if name == "SCHEMA_DDL":
-        from sparkexport._require import require_spark
+        from pocketmq.sparkexport._require import require_spark
 
         require_spark()
-        from sparkexport.columns import SPARK_SCHEMA_DDL
+        from pocketmq.sparkexport.columns import SPARK_SCHEMA_DDL
 
         return SPARK_SCHEMA_DDL
     raise AttributeError(f"module 'sparkexport' has no attribute {name!r}")

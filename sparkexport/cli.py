@@ -1,6 +1,6 @@
 """``pocketmq export STORE_DIR --out DIR [--format parquet] [--topic T ...]``.
 
-The ``pocketmq`` command line (``broker/cli.py``) parses the arguments and calls
+The ``pocketmq`` command line (``cli/``) parses the arguments and calls
 :func:`export_main`; this module imports without pyspark, so a missing extra gives a message,
 not a traceback. The export runs a local Spark session (``local[*]``, or the session already
 active in the process), writes the store's messages with the ``pocketmq`` data source, then
@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sparkexport._require import SparkMissingError, require_spark
+from pocketmq.sparkexport._require import SparkMissingError, require_spark
 
 __all__ = ["FORMATS", "ExportSummary", "export_main", "local_session", "run_export"]
 
@@ -134,7 +134,7 @@ def run_export(
     mode: str = "overwrite",
 ) -> ExportSummary:
     """Export one store with ``spark`` (any session: local or a cluster's); returns the summary."""
-    from sparkexport.source import read_store
+    from pocketmq.sparkexport.source import read_store
 
     say = _say(progress)
     store = os.fspath(store_dir)
@@ -184,7 +184,7 @@ def export_main(
     separated) or None for all; ``progress``: True prints progress and the summary to stderr,
     False/None prints only errors and damage found, a callable receives each line instead.
     Returns the exit status (0 exported, 1 damaged store or failed job, 2 wrong argument)."""
-    from store.reader import check_store_folder
+    from pocketmq.store.reader import check_store_folder
 
     say = _say(progress)
     store = os.fspath(store_dir)
@@ -225,7 +225,7 @@ def export_main(
 if __name__ == "__main__":  # pragma: no cover - for a quick try without the console script
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m sparkexport.cli")
+    parser = argparse.ArgumentParser(prog="python -m pocketmq.sparkexport.cli")
     parser.add_argument("store_dir")
     parser.add_argument("--out", required=True)
     parser.add_argument("--format", default="parquet", choices=FORMATS)

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sparkexport.scan import (
+from pocketmq.sparkexport.scan import (
     MIN_RECORD_SIZE,
     PHYSICAL_OFFSET_AT,
     STATE_LABELS,
@@ -39,8 +39,8 @@ from sparkexport.scan import (
     scan_range,
     walk,
 )
-from store.crc import crc32 as fast_crc32
-from store.record import CRC_PROPERTY_LENGTH, CRC_PROPERTY_NAME, MAGIC_V1, MAGIC_V2, Host
+from pocketmq.store.crc import crc32 as fast_crc32
+from pocketmq.store.record import CRC_PROPERTY_LENGTH, CRC_PROPERTY_NAME, MAGIC_V1, MAGIC_V2, Host
 
 __all__ = [
     "ARROW_SCHEMA",

@@ -1,6 +1,6 @@
 """The same DataFrame without registering a data source: ``binaryFile`` + ``mapInArrow``.
 
-    from sparkexport.fallback import read_store_fallback
+    from pocketmq.sparkexport.fallback import read_store_fallback
     df = read_store_fallback(spark, "/data/store", topics="Orders")
 
 For clusters where Python data sources cannot be registered (Spark before 4.0, locked-down
@@ -19,17 +19,17 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from sparkexport._require import require_spark
+from pocketmq.sparkexport._require import require_spark
 
 require_spark()
 
 import pyarrow as pa  # noqa: E402
 from pyspark.sql import DataFrame, SparkSession  # noqa: E402
 
-from sparkexport.columns import SPARK_SCHEMA_DDL, read_buffer  # noqa: E402
-from sparkexport.scan import RangePlan, RangeStats, ReadOptions, StateSnapshot  # noqa: E402
-from store import paths  # noqa: E402
-from store.reader import StoreReader  # noqa: E402
+from pocketmq.sparkexport.columns import SPARK_SCHEMA_DDL, read_buffer  # noqa: E402
+from pocketmq.sparkexport.scan import RangePlan, RangeStats, ReadOptions, StateSnapshot  # noqa: E402
+from pocketmq.store import paths  # noqa: E402
+from pocketmq.store.reader import StoreReader  # noqa: E402
 
 __all__ = ["SEGMENT_GLOB", "read_store_fallback"]
 
@@ -87,7 +87,7 @@ def read_store_fallback(
     spark: SparkSession, store_dir: str | os.PathLike[str], **options: Any
 ) -> DataFrame:
     """The ``pocketmq`` DataFrame (same schema and options) through ``binaryFile`` + ``mapInArrow``."""
-    from sparkexport.source import _option_text
+    from pocketmq.sparkexport.source import _option_text
 
     read_options = ReadOptions.from_options({k: _option_text(v) for k, v in options.items()})
     if read_options.report:

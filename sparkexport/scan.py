@@ -30,10 +30,10 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from store.errors import CorruptRecordError
-from store.reader import StoreReader
-from store.record import BLANK_MAGIC, MAGIC_V1, MAGIC_V2, check_record
-from store.state import MessageState, StateTable
+from pocketmq.store.errors import CorruptRecordError
+from pocketmq.store.reader import StoreReader
+from pocketmq.store.record import BLANK_MAGIC, MAGIC_V1, MAGIC_V2, check_record
+from pocketmq.store.state import MessageState, StateTable
 
 __all__ = [
     "DEFAULT_BATCH_BYTES",

@@ -1,6 +1,6 @@
 """The ``pocketmq`` PySpark data source: batch and streaming reads of a store's commitlog.
 
-    import sparkexport
+    from pocketmq import sparkexport
     sparkexport.register(spark)
     df = spark.read.format("pocketmq").load("/data/store")
     report = spark.read.format("pocketmq").option("report", "true").load("/data/store")
@@ -19,7 +19,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from sparkexport._require import require_spark
+from pocketmq.sparkexport._require import require_spark
 
 require_spark()
 
@@ -33,20 +33,20 @@ from pyspark.sql.datasource import (  # noqa: E402
 )
 from pyspark.sql.types import StructType  # noqa: E402
 
-from sparkexport.columns import (  # noqa: E402
+from pocketmq.sparkexport.columns import (  # noqa: E402
     REPORT_SPARK_SCHEMA_DDL,
     SPARK_SCHEMA_DDL,
     count_range,
     read_range,
     report_batch,
 )
-from sparkexport.scan import (  # noqa: E402
+from pocketmq.sparkexport.scan import (  # noqa: E402
     RangePlan,
     RangeStats,
     ReadOptions,
     plan_store,
 )
-from sparkexport.stream import StoreTail  # noqa: E402
+from pocketmq.sparkexport.stream import StoreTail  # noqa: E402
 
 __all__ = ["FORMAT", "PocketMQDataSource", "read_store", "register"]
 

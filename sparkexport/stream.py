@@ -12,13 +12,13 @@ import mmap
 import os
 from pathlib import Path
 
-from sparkexport.columns import Words, layout
-from sparkexport.scan import WALK_BREAK, WALK_RANGE, find_record, magic_at, walk
-from store import paths
-from store.errors import CorruptRecordError
-from store.files import DiskBackend
-from store.record import BLANK_MAGIC, check_record
-from store.store_format import StoreFormat
+from pocketmq.sparkexport.columns import Words, layout
+from pocketmq.sparkexport.scan import WALK_BREAK, WALK_RANGE, find_record, magic_at, walk
+from pocketmq.store import paths
+from pocketmq.store.errors import CorruptRecordError
+from pocketmq.store.files import DiskBackend
+from pocketmq.store.record import BLANK_MAGIC, check_record
+from pocketmq.store.store_format import StoreFormat
 
 __all__ = ["StoreTail"]
 

@@ -1,9 +1,9 @@
 """The exporter as a Spark application, for ``spark-submit`` on a cluster (or ``python -m``).
 
-    spark-submit --master spark://host:7077 "$(python -m sparkexport.submit --path)" \\
+    spark-submit --master spark://host:7077 "$(python -m pocketmq.sparkexport.submit --path)" \\
         /shared/store-a /shared/store-b --out /shared/export --format parquet
-    python -m sparkexport.submit /data/store --out /tmp/export          # local[*]
-    python -m sparkexport.submit /data/store --out /tmp/export --follow # keep exporting
+    python -m pocketmq.sparkexport.submit /data/store --out /tmp/export          # local[*]
+    python -m pocketmq.sparkexport.submit /data/store --out /tmp/export --follow # keep exporting
 
 The driver and every executor must see each store at the given path (shared storage: NFS,
 a mounted volume) and have pocketmq with its ``spark`` extra installed (from a pocketmq
@@ -29,7 +29,7 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m sparkexport.submit",
+        prog="python -m pocketmq.sparkexport.submit",
         description="Export pocketmq / RocketMQ stores (their commitlog) with Spark.",
     )
     parser.add_argument("stores", nargs="*", metavar="STORE_DIR", help="store directories")
@@ -57,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _not_stores(stores: Sequence[str]) -> list[str]:
     """Why each of ``stores`` that is not a store (yet) is not one; a store with no records yet
     is one (it exports no rows)."""
-    from store.reader import check_store_folder
+    from pocketmq.store.reader import check_store_folder
 
     problems = []
     for store in stores:
@@ -89,13 +89,13 @@ def _session():  # type: ignore[no-untyped-def]
     active = SparkSession.getActiveSession()
     if active is not None:
         return active, False
-    from sparkexport.cli import local_session
+    from pocketmq.sparkexport.cli import local_session
 
     return local_session(), True
 
 
 def _follow(spark, stores: Sequence[str], args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
-    import sparkexport
+    from pocketmq import sparkexport
 
     sparkexport.register(spark)
     frame = None
@@ -126,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         print("error: give at least one STORE_DIR and --out", file=sys.stderr)
         return 2
-    from sparkexport._require import SparkMissingError, require_spark
+    from pocketmq.sparkexport._require import SparkMissingError, require_spark
 
     try:
         require_spark()
@@ -138,7 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in problems:
             print(problem, file=sys.stderr)
         return 2
-    from sparkexport.cli import run_export
+    from pocketmq.sparkexport.cli import run_export
 
     spark, started = _session()
     try:

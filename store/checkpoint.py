@@ -17,8 +17,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from store import paths
-from store.files import Backend
+from pocketmq.store import paths
+from pocketmq.store.files import Backend
 
 __all__ = ["CHECKPOINT_SIZE", "Checkpoint"]
 

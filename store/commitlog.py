@@ -15,11 +15,11 @@ import struct
 import threading
 from dataclasses import dataclass
 
-from store import paths
-from store.crc import crc32
-from store.errors import CorruptRecordError, OffsetOutOfRangeError, StoreError
-from store.files import Backend, Segment
-from store.record import (
+from pocketmq.store import paths
+from pocketmq.store.crc import crc32
+from pocketmq.store.errors import CorruptRecordError, OffsetOutOfRangeError, StoreError
+from pocketmq.store.files import Backend, Segment
+from pocketmq.store.record import (
     CRC_PROPERTY_LENGTH,
     END_FILE_MIN_BLANK_LENGTH,
     MAGIC_V1,

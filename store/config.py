@@ -6,7 +6,7 @@ from typing import Literal
 
 import msgspec
 
-from store.record import LOCALHOST, Host, RecordLimits
+from pocketmq.store.record import LOCALHOST, Host, RecordLimits
 
 __all__ = ["StoreConfig", "parse_delay_levels"]
 

@@ -17,9 +17,9 @@ import bisect
 import struct
 from collections.abc import Callable, Iterator
 
-from store import paths
-from store.errors import StoreError
-from store.files import Backend, Segment
+from pocketmq.store import paths
+from pocketmq.store.errors import StoreError
+from pocketmq.store.files import Backend, Segment
 
 __all__ = ["ENTRY", "ENTRY_SIZE", "ConsumeQueue", "ConsumeQueueStore", "QueueEntry"]
 

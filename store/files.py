@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path, PurePosixPath
 
-from store.errors import StoreFullError
+from pocketmq.store.errors import StoreFullError
 
 __all__ = ["Backend", "DiskBackend", "MemoryBackend", "Segment"]
 

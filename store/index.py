@@ -39,10 +39,10 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from time import localtime, strftime
 
-from store import paths
-from store.errors import StoreError
-from store.files import Backend, Segment
-from store.javahash import (
+from pocketmq.store import paths
+from pocketmq.store.errors import StoreError
+from pocketmq.store.files import Backend, Segment
+from pocketmq.store.javahash import (
     CHUNK,
     HIGH_DIGITS,
     LOW_DIGITS,

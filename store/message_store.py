@@ -22,16 +22,21 @@ from pathlib import Path
 
 import msgspec
 
-from store import paths
-from store.checkpoint import Checkpoint
-from store.commitlog import CommitLog
-from store.config import StoreConfig
-from store.consume_queue import ConsumeQueueStore
-from store.errors import CorruptRecordError, OffsetOutOfRangeError, StoreFullError, StoreLockedError
-from store.files import Backend, DiskBackend, MemoryBackend
-from store.index import IndexFormatError, IndexService
-from store.javahash import tags_code as compute_tags_code
-from store.record import (
+from pocketmq.store import paths
+from pocketmq.store.checkpoint import Checkpoint
+from pocketmq.store.commitlog import CommitLog
+from pocketmq.store.config import StoreConfig
+from pocketmq.store.consume_queue import ConsumeQueueStore
+from pocketmq.store.errors import (
+    CorruptRecordError,
+    OffsetOutOfRangeError,
+    StoreFullError,
+    StoreLockedError,
+)
+from pocketmq.store.files import Backend, DiskBackend, MemoryBackend
+from pocketmq.store.index import IndexFormatError, IndexService
+from pocketmq.store.javahash import tags_code as compute_tags_code
+from pocketmq.store.record import (
     CRC_RESERVE,
     LOCALHOST,
     Host,
@@ -42,8 +47,14 @@ from store.record import (
     encode_properties,
     record_intact,
 )
-from store.recovery import DamagedRange, RecoveryReport, TornTail, nonzero_extent, scan_records
-from store.state import (
+from pocketmq.store.recovery import (
+    DamagedRange,
+    RecoveryReport,
+    TornTail,
+    nonzero_extent,
+    scan_records,
+)
+from pocketmq.store.state import (
     STATE_TOPIC,
     MessageState,
     StateChange,
@@ -51,7 +62,7 @@ from store.state import (
     decode_state_body,
     encode_state_body,
 )
-from store.store_format import DamagedRangeEntry, StoreFormat
+from pocketmq.store.store_format import DamagedRangeEntry, StoreFormat
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 _TX_MASK = SysFlag.TRANSACTION_MASK

@@ -26,13 +26,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from store import paths
-from store.consume_queue import ENTRY, ENTRY_SIZE
-from store.errors import CorruptRecordError, NotAStoreError
-from store.files import DiskBackend
-from store.record import MessageRecord, check_record, decode_record
-from store.state import STATE_TOPIC, StateTable, decode_state_body
-from store.store_format import StoreFormat
+from pocketmq.store import paths
+from pocketmq.store.consume_queue import ENTRY, ENTRY_SIZE
+from pocketmq.store.errors import CorruptRecordError, NotAStoreError
+from pocketmq.store.files import DiskBackend
+from pocketmq.store.record import MessageRecord, check_record, decode_record
+from pocketmq.store.state import STATE_TOPIC, StateTable, decode_state_body
+from pocketmq.store.store_format import StoreFormat
 
 __all__ = ["ReadRecord", "ScanSummary", "SegmentFile", "StoreReader", "check_store_folder"]
 

@@ -38,8 +38,8 @@ from collections.abc import Mapping
 
 import msgspec
 
-from store.crc import crc32
-from store.errors import CorruptRecordError, LimitExceededError
+from pocketmq.store.crc import crc32
+from pocketmq.store.errors import CorruptRecordError, LimitExceededError
 
 __all__ = [
     "BLANK_MAGIC",

@@ -18,9 +18,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from store.crc import crc32
-from store.errors import CorruptRecordError
-from store.record import BLANK_MAGIC, MAGIC_V1, SysFlag, check_record
+from pocketmq.store.crc import crc32
+from pocketmq.store.errors import CorruptRecordError
+from pocketmq.store.record import BLANK_MAGIC, MAGIC_V1, SysFlag, check_record
 
 __all__ = ["DamagedRange", "RecoveryReport", "ScanStop", "TornTail", "scan_records"]
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import msgspec
 
-from store import paths
-from store.files import Backend
+from pocketmq.store import paths
+from pocketmq.store.files import Backend
 
 __all__ = ["FORMAT_FILE", "DamagedRangeEntry", "StoreFormat"]
 

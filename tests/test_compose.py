@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from broker.cli import build_parser
+from pocketmq.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -64,14 +64,14 @@ def test_ports_and_volumes_agree() -> None:
 
 
 def test_the_spark_service_exports_both_broker_stores() -> None:
-    from sparkexport.submit import build_parser as submit_parser
+    from pocketmq.sparkexport.submit import build_parser as submit_parser
 
     compose = load()
     spark = compose["services"]["spark-export"]
     assert spark["build"]["target"] == "spark"
     assert re.search(r"^FROM \S+ AS spark$", (ROOT / "Dockerfile").read_text(), re.MULTILINE)
-    assert spark["entrypoint"] == ["python", "-m", "sparkexport.submit"]
-    assert importlib.util.find_spec("sparkexport.submit") is not None
+    assert spark["entrypoint"] == ["python", "-m", "pocketmq.sparkexport.submit"]
+    assert importlib.util.find_spec("pocketmq.sparkexport.submit") is not None
     args = submit_parser().parse_args(spark["command"])
     assert args.follow and args.format == "parquet"
     mounts = {}

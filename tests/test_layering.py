@@ -1,5 +1,7 @@
 """Imports go one way (DESIGN.md): ids <- store <- broker; client uses only broker.protocol and ids;
-sparkexport reads the store and ids. ``ids`` and ``store`` never touch asyncio or sockets."""
+sparkexport reads the store and ids; the command line (cli) sits above them all. ``ids`` and
+``store`` never touch asyncio or sockets. Everything installs under ``pocketmq``: an import of a
+bare ``broker`` or ``store`` works only in a checkout, so none is allowed."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("ids", "store", "broker", "client", "sparkexport")
+FOLDERS = ("ids", "store", "broker", "client", "sparkexport", "cli")
+P = "pocketmq."
 
 # What each package (or sub-package) may import from the project, and which stdlib modules it may not.
 PROJECT_ALLOWED = {
@@ -20,7 +23,7 @@ PROJECT_ALLOWED = {
     "client": {"client", "broker.protocol", "ids"},
     "sparkexport": {"sparkexport", "store", "ids"},
     # The command line is the top of the stack: servers, SDK, store tools and the exporter.
-    "cli": {"broker", "client", "store", "ids", "sparkexport"},
+    "cli": {"cli", "broker", "client", "store", "ids", "sparkexport"},
 }
 FORBIDDEN_EXTERNAL = {
     "ids": {"asyncio", "socket", "selectors", "uvloop"},
@@ -30,36 +33,35 @@ FORBIDDEN_EXTERNAL = {
 
 
 def _layer_of(module: str) -> str:
-    if module.startswith("broker.protocol"):
+    name = module.removeprefix(P)
+    if name.startswith("broker.protocol"):
         return "broker.protocol"
-    if module == "broker.cli" or module.startswith("broker.cli."):
-        return "cli"
-    return module.split(".")[0]
+    return name.split(".")[0]
 
 
 def _modules() -> list[tuple[str, Path]]:
     found = []
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
+    for folder in FOLDERS:
+        for path in sorted((ROOT / folder).rglob("*.py")):
             relative = path.relative_to(ROOT).with_suffix("")
-            found.append((".".join(relative.parts), path))
+            parts = relative.parts[:-1] if relative.name == "__init__" else relative.parts
+            found.append((P + ".".join(parts), path))
     return found
 
 
 def _imports(path: Path, module: str) -> list[str]:
     tree = ast.parse(path.read_text(), filename=str(path))
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     names = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = (
-                    module.split(".")[: -node.level]
-                    if path.name != "__init__.py"
-                    else module.split(".")[: len(module.split(".")) - node.level + 1]
-                )
+                base = package[: len(package) - node.level + 1]
                 names.append(".".join([*base, node.module] if node.module else base))
+            elif node.module == "pocketmq":  # from pocketmq import ids
+                names.extend(f"{P}{alias.name}" for alias in node.names)
             elif node.module:
                 names.append(node.module)
     return names
@@ -72,8 +74,10 @@ def test_imports_follow_the_layers(module: str, path: Path) -> None:
     forbidden = FORBIDDEN_EXTERNAL.get(layer, set())
     for name in _imports(path, module):
         top = name.split(".")[0]
-        if top in PACKAGES:
-            assert any(name == a or name.startswith(a + ".") for a in allowed), (
+        assert top not in FOLDERS, f"{module} imports {name}: write pocketmq.{name}"
+        if name.startswith(P):
+            inner = name.removeprefix(P)
+            assert any(inner == a or inner.startswith(a + ".") for a in allowed), (
                 f"{module} imports {name}: layer {layer} may only import {sorted(allowed)}"
             )
         assert top not in forbidden, f"{module} imports {name}, which layer {layer} must not use"
@@ -81,5 +85,9 @@ def test_imports_follow_the_layers(module: str, path: Path) -> None:
 
 def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
     bad = tmp_path / "bad.py"
-    bad.write_text("import asyncio\nfrom broker.server import x\n")
-    assert _imports(bad, "store.bad") == ["asyncio", "broker.server"]
+    bad.write_text("import asyncio\nfrom pocketmq.broker.server import x\nfrom . import y\n")
+    assert _imports(bad, "pocketmq.store.bad") == [
+        "asyncio",
+        "pocketmq.broker.server",
+        "pocketmq.store",
+    ]

@@ -10,7 +10,7 @@ __all__ = ["grpc_available"]
 def grpc_available() -> bool:
     """Whether grpcio and the official protocol stubs are installed."""
     try:
-        from broker.grpc import stubs  # noqa: F401
+        from pocketmq.broker.grpc import stubs  # noqa: F401
     except ImportError:
         return False
     return True

@@ -7,9 +7,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Mapping
 
-from broker.grpc.stubs import definition_pb2
-from store.message_store import PutMessage
-from store.record import Host, MessageRecord, SysFlag, encode_properties
+from pocketmq.broker.grpc.stubs import definition_pb2
+from pocketmq.store.message_store import PutMessage
+from pocketmq.store.record import Host, MessageRecord, SysFlag, encode_properties
 
 __all__ = [
     "SYSTEM_PROPERTIES",

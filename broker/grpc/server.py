@@ -8,11 +8,11 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from broker.grpc.service import MessagingService
-from broker.grpc.stubs import service_pb2_grpc
+from pocketmq.broker.grpc.service import MessagingService
+from pocketmq.broker.grpc.stubs import service_pb2_grpc
 
 if TYPE_CHECKING:
-    from broker.app import Broker
+    from pocketmq.broker.app import Broker
 
 __all__ = ["GrpcFrontend", "GrpcSettings"]
 

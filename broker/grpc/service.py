@@ -19,42 +19,42 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from broker.grpc.auth import AuthError, check_signature
-from broker.grpc.convert import (
+from pocketmq.broker.grpc.auth import AuthError, check_signature
+from pocketmq.broker.grpc.convert import (
     GrpcStatusError,
     accepted_types,
     consistent_hash,
     to_message,
     to_put_message,
 )
-from broker.grpc.sessions import (
+from pocketmq.broker.grpc.sessions import (
     DEFAULT_INVISIBLE_MS,
     TELEMETRY_QUEUE_MAX,
     Renewal,
     SessionRegistry,
     settings_reply,
 )
-from broker.grpc.stubs import definition_pb2, service_pb2, service_pb2_grpc
-from broker.handlers.pull import parse_tag_expression
-from broker.services.groups import validate_group_name
-from broker.services.pop import INVISIBLE_MS_MAX, PopError
-from broker.services.schedule import DelayError
-from broker.services.timer import TimerError
-from broker.services.topics import (
+from pocketmq.broker.grpc.stubs import definition_pb2, service_pb2, service_pb2_grpc
+from pocketmq.broker.handlers.pull import parse_tag_expression
+from pocketmq.broker.services.groups import validate_group_name
+from pocketmq.broker.services.pop import INVISIBLE_MS_MAX, PopError
+from pocketmq.broker.services.schedule import DelayError
+from pocketmq.broker.services.timer import TimerError
+from pocketmq.broker.services.topics import (
     NOT_ALLOWED_SEND_TOPICS,
     PERM_READ,
     PERM_WRITE,
     is_system_topic,
     validate_topic_name,
 )
-from broker.services.transactions import COMMIT, ROLLBACK, HalfMessage, TransactionError
-from store.errors import LimitExceededError, StoreError, StoreFullError
-from store.javahash import java_string_hash
-from store.record import Host, MessageRecord, decode_record
+from pocketmq.broker.services.transactions import COMMIT, ROLLBACK, HalfMessage, TransactionError
+from pocketmq.store.errors import LimitExceededError, StoreError, StoreFullError
+from pocketmq.store.javahash import java_string_hash
+from pocketmq.store.record import Host, MessageRecord, decode_record
 
 if TYPE_CHECKING:
-    from broker.app import Broker
-    from broker.grpc.server import GrpcSettings
+    from pocketmq.broker.app import Broker
+    from pocketmq.broker.grpc.server import GrpcSettings
 
 __all__ = ["MessagingService"]
 

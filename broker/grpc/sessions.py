@@ -16,11 +16,11 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from broker.grpc.stubs import definition_pb2, service_pb2
-from broker.services.pop import PopError
+from pocketmq.broker.grpc.stubs import definition_pb2, service_pb2
+from pocketmq.broker.services.pop import PopError
 
 if TYPE_CHECKING:
-    from broker.app import Broker
+    from pocketmq.broker.app import Broker
 
 __all__ = ["ClientSession", "Renewal", "SessionRegistry", "retry_delays_ms"]
 

@@ -7,9 +7,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.handlers.common import bad_request
-from broker.protocol import MalformedBodyError, MalformedHeaderError, RemotingCommand, ResponseCode
-from broker.protocol.headers import (
+from pocketmq.broker.handlers.common import bad_request
+from pocketmq.broker.protocol import (
+    MalformedBodyError,
+    MalformedHeaderError,
+    RemotingCommand,
+    ResponseCode,
+)
+from pocketmq.broker.protocol.headers import (
     CreateTopicRequestHeader,
     GetEarliestMsgStoretimeRequestHeader,
     GetEarliestMsgStoretimeResponseHeader,
@@ -25,14 +30,14 @@ from broker.protocol.headers import (
     decode_json_body,
     encode_json_body,
 )
-from broker.remoting.server import Connection
-from broker.services.clock import ManualClock, parse_duration_ms
-from broker.services.groups import GroupConfig, validate_group_name
-from broker.services.topics import TopicError, apply_attribute_changes
-from store.errors import CorruptRecordError, OffsetOutOfRangeError
+from pocketmq.broker.remoting.server import Connection
+from pocketmq.broker.services.clock import ManualClock, parse_duration_ms
+from pocketmq.broker.services.groups import GroupConfig, validate_group_name
+from pocketmq.broker.services.topics import TopicError, apply_attribute_changes
+from pocketmq.store.errors import CorruptRecordError, OffsetOutOfRangeError
 
 if TYPE_CHECKING:
-    from broker.app import Broker
+    from pocketmq.broker.app import Broker
 
 __all__ = [
     "handle_create_group",

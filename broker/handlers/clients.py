@@ -6,9 +6,14 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from broker.handlers.common import bad_request
-from broker.protocol import MalformedBodyError, MalformedHeaderError, RemotingCommand, ResponseCode
-from broker.protocol.headers import (
+from pocketmq.broker.handlers.common import bad_request
+from pocketmq.broker.protocol import (
+    MalformedBodyError,
+    MalformedHeaderError,
+    RemotingCommand,
+    ResponseCode,
+)
+from pocketmq.broker.protocol.headers import (
     ConsumerListBody,
     GetConsumerListByGroupRequestHeader,
     HeartbeatData,
@@ -22,10 +27,10 @@ from broker.protocol.headers import (
     decode_json_body,
     encode_json_body,
 )
-from broker.remoting.server import Connection
+from pocketmq.broker.remoting.server import Connection
 
 if TYPE_CHECKING:
-    from broker.app import Broker
+    from pocketmq.broker.app import Broker
 
 __all__ = [
     "handle_get_consumer_list",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.protocol import RemotingCommand, ResponseCode
+from pocketmq.broker.protocol import RemotingCommand, ResponseCode
 
 __all__ = ["bad_request"]
 

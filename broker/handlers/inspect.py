@@ -13,17 +13,17 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from broker.handlers.retry import dlq_topic, first_delivery
-from broker.protocol import RemotingCommand, ResponseCode
-from broker.remoting.server import Connection
-from ids import offset_msg_id_from_packed
-from store.errors import CorruptRecordError, OffsetOutOfRangeError, StoreError
-from store.message_store import copy_of
-from store.record import MessageRecord
-from store.state import MessageState
+from pocketmq.broker.handlers.retry import dlq_topic, first_delivery
+from pocketmq.broker.protocol import RemotingCommand, ResponseCode
+from pocketmq.broker.remoting.server import Connection
+from pocketmq.ids import offset_msg_id_from_packed
+from pocketmq.store.errors import CorruptRecordError, OffsetOutOfRangeError, StoreError
+from pocketmq.store.message_store import copy_of
+from pocketmq.store.record import MessageRecord
+from pocketmq.store.state import MessageState
 
 if TYPE_CHECKING:
-    from broker.app import Broker
+    from pocketmq.broker.app import Broker
 
 __all__ = ["handle_dlq", "handle_message_info", "message_json"]
 

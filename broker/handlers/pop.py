@@ -6,21 +6,21 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from broker.handlers.common import bad_request
-from broker.handlers.pull import parse_tag_expression
-from broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
-from broker.protocol.headers import (
+from pocketmq.broker.handlers.common import bad_request
+from pocketmq.broker.handlers.pull import parse_tag_expression
+from pocketmq.broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
+from pocketmq.broker.protocol.headers import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
     ChangeInvisibleTimeResponseHeader,
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
-from broker.remoting.server import Connection
-from broker.services.pop import PopError, PoppedMessage
+from pocketmq.broker.remoting.server import Connection
+from pocketmq.broker.services.pop import PopError, PoppedMessage
 
 if TYPE_CHECKING:
-    from broker.app import Broker
+    from pocketmq.broker.app import Broker
 
 __all__ = ["handle_ack", "handle_change_invisible", "handle_pop"]
 

@@ -8,16 +8,16 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
-from broker.protocol.codes import PullSysFlag
-from broker.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
-from broker.remoting.server import Connection
-from broker.services.topics import PERM_READ
-from store.javahash import java_string_hash
-from store.message_store import GetResult, GetStatus
+from pocketmq.broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
+from pocketmq.broker.protocol.codes import PullSysFlag
+from pocketmq.broker.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from pocketmq.broker.remoting.server import Connection
+from pocketmq.broker.services.topics import PERM_READ
+from pocketmq.store.javahash import java_string_hash
+from pocketmq.store.message_store import GetResult, GetStatus
 
 if TYPE_CHECKING:
-    from broker.app import Broker
+    from pocketmq.broker.app import Broker
 
 __all__ = ["handle_pull", "parse_tag_expression"]
 

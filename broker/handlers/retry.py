@@ -17,16 +17,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from broker.handlers.common import bad_request
-from broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
-from broker.protocol.headers import ConsumerSendMsgBackRequestHeader
-from broker.remoting.server import Connection
-from store.errors import CorruptRecordError, OffsetOutOfRangeError
-from store.message_store import copy_of
-from store.state import MessageState
+from pocketmq.broker.handlers.common import bad_request
+from pocketmq.broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
+from pocketmq.broker.protocol.headers import ConsumerSendMsgBackRequestHeader
+from pocketmq.broker.remoting.server import Connection
+from pocketmq.store.errors import CorruptRecordError, OffsetOutOfRangeError
+from pocketmq.store.message_store import copy_of
+from pocketmq.store.state import MessageState
 
 if TYPE_CHECKING:
-    from broker.app import Broker
+    from pocketmq.broker.app import Broker
 
 __all__ = [
     "MAX_REMARK_CHARS",

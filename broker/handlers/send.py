@@ -8,30 +8,30 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from broker.protocol import (
+from pocketmq.broker.protocol import (
     MalformedBodyError,
     MalformedHeaderError,
     RemotingCommand,
     ResponseCode,
     encode_json_success,
 )
-from broker.protocol.codes import RequestCode, SerializeType
-from broker.protocol.headers import SendMessageRequestHeader, parse_send_message_header
-from broker.protocol.message_codec import (
+from pocketmq.broker.protocol.codes import RequestCode, SerializeType
+from pocketmq.broker.protocol.headers import SendMessageRequestHeader, parse_send_message_header
+from pocketmq.broker.protocol.message_codec import (
     decode_batch_texts,
     decode_properties,
     is_canonical_properties,
 )
-from broker.remoting.server import Connection
-from broker.services.schedule import DelayError
-from broker.services.timer import TimerError
-from broker.services.topics import NOT_ALLOWED_SEND_TOPICS, PERM_WRITE, validate_topic_name
-from store.errors import LimitExceededError, StoreError, StoreFullError
-from store.message_store import PutMessage, PutResult
-from store.record import Host, encode_properties
+from pocketmq.broker.remoting.server import Connection
+from pocketmq.broker.services.schedule import DelayError
+from pocketmq.broker.services.timer import TimerError
+from pocketmq.broker.services.topics import NOT_ALLOWED_SEND_TOPICS, PERM_WRITE, validate_topic_name
+from pocketmq.store.errors import LimitExceededError, StoreError, StoreFullError
+from pocketmq.store.message_store import PutMessage, PutResult
+from pocketmq.store.record import Host, encode_properties
 
 if TYPE_CHECKING:
-    from broker.app import Broker
+    from pocketmq.broker.app import Broker
 
 __all__ = ["handle_send"]
 

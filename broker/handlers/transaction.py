@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from broker.handlers.common import bad_request
-from broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
-from broker.protocol.headers import EndTransactionRequestHeader
-from broker.remoting.server import Connection
-from broker.services.transactions import TransactionError
+from pocketmq.broker.handlers.common import bad_request
+from pocketmq.broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
+from pocketmq.broker.protocol.headers import EndTransactionRequestHeader
+from pocketmq.broker.remoting.server import Connection
+from pocketmq.broker.services.transactions import TransactionError
 
 if TYPE_CHECKING:
-    from broker.app import Broker
+    from pocketmq.broker.app import Broker
 
 __all__ = ["handle_end_transaction", "handle_tx_admin"]
 

@@ -13,8 +13,8 @@ from typing import Final
 
 import msgspec
 
-from broker.protocol.errors import MalformedBodyError
-from broker.protocol.headers import (
+from pocketmq.broker.protocol.errors import MalformedBodyError
+from pocketmq.broker.protocol.headers import (
     DataVersion,
     Int,
     Long,

@@ -25,8 +25,8 @@ from typing import Final
 
 import msgspec
 
-from broker.protocol.codes import Perm
-from broker.protocol.headers import (
+from pocketmq.broker.protocol.codes import Perm
+from pocketmq.broker.protocol.headers import (
     BrokerData,
     ClusterInfo,
     DataVersion,

@@ -30,10 +30,10 @@ from typing import Final, Self
 
 import msgspec
 
-from broker.protocol import RemotingCommand, RequestCode, ResponseCode
-from broker.protocol.codes import MQVersion
-from broker.protocol.errors import MalformedBodyError, MalformedHeaderError
-from broker.protocol.headers import (
+from pocketmq.broker.protocol import RemotingCommand, RequestCode, ResponseCode
+from pocketmq.broker.protocol.codes import MQVersion
+from pocketmq.broker.protocol.errors import MalformedBodyError, MalformedHeaderError
+from pocketmq.broker.protocol.headers import (
     DataVersion,
     GetRouteInfoRequestHeader,
     RegisterBrokerBody,
@@ -44,7 +44,7 @@ from broker.protocol.headers import (
     decode_json_body,
     encode_json_body,
 )
-from broker.remoting.server import Connection, Handler, RemotingServer, ServerLimits
+from pocketmq.broker.remoting.server import Connection, Handler, RemotingServer, ServerLimits
 
 from ._wire import (
     GET_KVLIST_BY_NAMESPACE,

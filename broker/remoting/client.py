@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import itertools
 
-from broker.protocol import FrameDecoder, RemotingCommand, encode_frame
+from pocketmq.broker.protocol import FrameDecoder, RemotingCommand, encode_frame
 
 __all__ = ["OutboundConnection"]
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final
 
-from broker.protocol import (
+from pocketmq.broker.protocol import (
     FRAME_SIZE_MAX,
     FrameDecoder,
     RemoteProtocolError,
@@ -30,7 +30,7 @@ from broker.protocol import (
     encode_frame,
     encode_frame_parts,
 )
-from broker.protocol.codes import RPC_ONEWAY
+from pocketmq.broker.protocol.codes import RPC_ONEWAY
 
 __all__ = ["Connection", "Handler", "RemotingServer", "ServerLimits"]
 

@@ -11,8 +11,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from broker.protocol.headers import ConsumerData, SubscriptionData
-from broker.remoting.server import Connection
+from pocketmq.broker.protocol.headers import ConsumerData, SubscriptionData
+from pocketmq.broker.remoting.server import Connection
 
 __all__ = ["ClientRegistry", "ConsumerGroupInfo", "ConsumerInfo"]
 

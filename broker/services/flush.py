@@ -17,7 +17,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from store.message_store import MessageStore
+from pocketmq.store.message_store import MessageStore
 
 __all__ = ["FlushService"]
 

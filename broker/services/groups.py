@@ -8,8 +8,8 @@ from pathlib import Path
 
 import msgspec
 
-from broker.protocol.headers import DataVersion, SubscriptionGroupConfig
-from broker.services.persist import load_json, save_json
+from pocketmq.broker.protocol.headers import DataVersion, SubscriptionGroupConfig
+from pocketmq.broker.services.persist import load_json, save_json
 
 __all__ = ["GroupConfig", "GroupManager", "validate_group_name"]
 

@@ -3,7 +3,7 @@ it consumes in order; a lock not renewed within the expiry (60 s) can be taken b
 
 from __future__ import annotations
 
-from broker.protocol.headers import MessageQueue
+from pocketmq.broker.protocol.headers import MessageQueue
 
 __all__ = ["LockManager"]
 

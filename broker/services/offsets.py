@@ -7,7 +7,7 @@ from pathlib import Path
 
 import msgspec
 
-from broker.services.persist import load_json, save_json
+from pocketmq.broker.services.persist import load_json, save_json
 
 __all__ = ["OffsetManager"]
 

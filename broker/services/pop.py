@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from broker.handlers.retry import dead_letter
-from store.errors import CorruptRecordError, OffsetOutOfRangeError
-from store.message_store import PutMessage, copy_of
-from store.record import MessageRecord, SysFlag
+from pocketmq.broker.handlers.retry import dead_letter
+from pocketmq.store.errors import CorruptRecordError, OffsetOutOfRangeError
+from pocketmq.store.message_store import PutMessage, copy_of
+from pocketmq.store.record import MessageRecord, SysFlag
 
 if TYPE_CHECKING:
-    from broker.app import Broker
+    from pocketmq.broker.app import Broker
 
 __all__ = ["PopError", "PopService", "ReceiptHandle", "pop_retry_topic"]
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from store.message_store import MessageStore
+from pocketmq.store.message_store import MessageStore
 
 __all__ = ["RetentionPolicy", "RetentionService"]
 

@@ -25,14 +25,14 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from broker.services.persist import load_json, save_json
-from store.errors import CorruptRecordError, OffsetOutOfRangeError
-from store.message_store import PutMessage, copy_of
-from store.record import encode_properties
-from store.state import MessageState
+from pocketmq.broker.services.persist import load_json, save_json
+from pocketmq.store.errors import CorruptRecordError, OffsetOutOfRangeError
+from pocketmq.store.message_store import PutMessage, copy_of
+from pocketmq.store.record import encode_properties
+from pocketmq.store.state import MessageState
 
 if TYPE_CHECKING:
-    from broker.app import Broker
+    from pocketmq.broker.app import Broker
 
 __all__ = ["TIMER_TOPIC", "TimerError", "TimerService"]
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import msgspec
 
-from broker.protocol.headers import DataVersion, TopicConfig, TopicConfigSerializeWrapper
-from broker.services.persist import load_json, save_json
+from pocketmq.broker.protocol.headers import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from pocketmq.broker.services.persist import load_json, save_json
 
 __all__ = [
     "MESSAGE_TYPES",

@@ -32,17 +32,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from broker.protocol import RemotingCommand, RequestCode
-from broker.protocol.headers import CheckTransactionStateRequestHeader
-from broker.services.topics import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
-from store.errors import CorruptRecordError, OffsetOutOfRangeError
-from store.message_store import PutMessage, copy_of
-from store.record import MessageRecord, SysFlag, encode_properties, encode_record
-from store.state import MessageState
+from pocketmq.broker.protocol import RemotingCommand, RequestCode
+from pocketmq.broker.protocol.headers import CheckTransactionStateRequestHeader
+from pocketmq.broker.services.topics import (
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+)
+from pocketmq.store.errors import CorruptRecordError, OffsetOutOfRangeError
+from pocketmq.store.message_store import PutMessage, copy_of
+from pocketmq.store.record import MessageRecord, SysFlag, encode_properties, encode_record
+from pocketmq.store.state import MessageState
 
 if TYPE_CHECKING:
-    from broker.app import Broker
-    from broker.remoting.server import Connection
+    from pocketmq.broker.app import Broker
+    from pocketmq.broker.remoting.server import Connection
 
 __all__ = ["CheckTarget", "HalfMessage", "TransactionError", "TransactionService"]
 

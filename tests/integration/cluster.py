@@ -48,7 +48,7 @@ class Process:
         log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "POCKETMQ_LOG_LEVEL": "INFO"}
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "broker.cli", *self.args],
+            [sys.executable, "-m", "pocketmq.cli", *self.args],
             stdout=subprocess.PIPE,
             stderr=log,
             env=env,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import socket
 import time
 
-from broker.protocol import FrameDecoder, RemotingCommand, RequestCode, encode_frame
-from broker.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
+from pocketmq.broker.protocol import FrameDecoder, RemotingCommand, RequestCode, encode_frame
+from pocketmq.broker.protocol.headers import PullMessageRequestHeader, SendMessageRequestHeaderV2
 
 
 class RawClient:
@@ -143,7 +143,7 @@ class RawClient:
     ) -> tuple[RemotingCommand, list[tuple[object, str]]]:
         """POP_MESSAGE; returns the response and (message, receipt handle) pairs, handles built
         from the response header as RocketMQ's client does (ExtraInfoUtil)."""
-        from broker.protocol.message_codec import decode_messages
+        from pocketmq.broker.protocol.message_codec import decode_messages
 
         ext = {
             "consumerGroup": group,

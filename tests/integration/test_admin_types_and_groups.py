@@ -10,11 +10,11 @@ import sys
 
 import pytest
 
-from broker.app import Broker
-from broker.protocol import RemotingCommand, RequestCode, ResponseCode
-from broker.protocol.headers import CreateTopicRequestHeader
-from broker.services.topics import topic_message_type
-from client import Admin, ClientUsageError
+from pocketmq.broker.app import Broker
+from pocketmq.broker.protocol import RemotingCommand, RequestCode, ResponseCode
+from pocketmq.broker.protocol.headers import CreateTopicRequestHeader
+from pocketmq.broker.services.topics import topic_message_type
+from pocketmq.client import Admin, ClientUsageError
 from tests.integration.raw import call
 
 
@@ -169,7 +169,7 @@ async def run_cli(*args: str) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "broker.cli",
+        "pocketmq.cli",
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

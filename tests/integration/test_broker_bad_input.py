@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.protocol import RemotingCommand, RequestCode, ResponseCode
-from broker.protocol.headers import GetMaxOffsetRequestHeader
+from pocketmq.broker.protocol import RemotingCommand, RequestCode, ResponseCode
+from pocketmq.broker.protocol.headers import GetMaxOffsetRequestHeader
 from tests.integration.cluster import Cluster, Process
 from tests.integration.raw import RawClient
 
@@ -110,7 +110,7 @@ def test_a_client_that_disconnects_mid_request(broker: Process) -> None:
         header_offset = max_offset(poller, "GoodTopic")
         # A long poll whose client goes away before it is answered.
         poller.sock.sendall(
-            __import__("broker.protocol", fromlist=["encode_frame"]).encode_frame(
+            __import__("pocketmq.broker.protocol", fromlist=["encode_frame"]).encode_frame(
                 RemotingCommand(
                     code=RequestCode.PULL_MESSAGE,
                     opaque=77,
@@ -139,7 +139,7 @@ def test_a_client_that_disconnects_mid_request(broker: Process) -> None:
 
 
 def test_a_batch_is_stored_as_one_record_per_message(broker: Process) -> None:
-    from broker.protocol.message_codec import BatchMessage, decode_messages, encode_batch
+    from pocketmq.broker.protocol.message_codec import BatchMessage, decode_messages, encode_batch
 
     body = encode_batch(
         [

@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.protocol import ResponseCode
-from broker.protocol.message_codec import MessageExt, decode_messages
+from pocketmq.broker.protocol import ResponseCode
+from pocketmq.broker.protocol.message_codec import MessageExt, decode_messages
 from tests.integration.cluster import Cluster, Process
 from tests.integration.raw import RawClient
 
@@ -170,7 +170,7 @@ def test_sixteen_failures_give_seventeen_deliveries_then_the_dlq(broker: Process
         [
             sys.executable,
             "-m",
-            "broker.cli",
+            "pocketmq.cli",
             "store",
             "inspect",
             str(broker.extra["data"]),
@@ -194,7 +194,7 @@ def test_sixteen_failures_give_seventeen_deliveries_then_the_dlq(broker: Process
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     """A pocketmq admin command with its --json output."""
     return subprocess.run(
-        [sys.executable, "-m", "broker.cli", *args, "--json"],
+        [sys.executable, "-m", "pocketmq.cli", *args, "--json"],
         capture_output=True,
         text=True,
         timeout=60,

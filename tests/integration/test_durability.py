@@ -12,9 +12,9 @@ import threading
 import time
 from pathlib import Path
 
-from broker.protocol import RemotingCommand, RequestCode, ResponseCode, encode_frame
-from broker.protocol.headers import SendMessageRequestHeaderV2
-from broker.protocol.message_codec import decode_messages
+from pocketmq.broker.protocol import RemotingCommand, RequestCode, ResponseCode, encode_frame
+from pocketmq.broker.protocol.headers import SendMessageRequestHeaderV2
+from pocketmq.broker.protocol.message_codec import decode_messages
 from tests.integration.cluster import Cluster, Process
 from tests.integration.raw import RawClient
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.app import Broker
-from broker.protocol import RemotingCommand, RequestCode, ResponseCode
-from broker.protocol.headers import GetRouteInfoRequestHeader, SendMessageRequestHeaderV2
-from broker.services.clock import ManualClock
+from pocketmq.broker.app import Broker
+from pocketmq.broker.protocol import RemotingCommand, RequestCode, ResponseCode
+from pocketmq.broker.protocol.headers import GetRouteInfoRequestHeader, SendMessageRequestHeaderV2
+from pocketmq.broker.services.clock import ManualClock
 from tests.integration.raw import call
 
 

@@ -15,11 +15,11 @@ pytest.importorskip("grpc", reason="from a pocketmq checkout: python3 -m pip ins
 import grpc  # noqa: E402
 from google.protobuf.duration_pb2 import Duration  # noqa: E402
 
-from broker.app import Broker  # noqa: E402
-from broker.config import BrokerConfig  # noqa: E402
-from broker.grpc.auth import sign  # noqa: E402
-from broker.grpc.stubs import definition_pb2, service_pb2, service_pb2_grpc  # noqa: E402
-from broker.services.clock import ManualClock  # noqa: E402
+from pocketmq.broker.app import Broker  # noqa: E402
+from pocketmq.broker.config import BrokerConfig  # noqa: E402
+from pocketmq.broker.grpc.auth import sign  # noqa: E402
+from pocketmq.broker.grpc.stubs import definition_pb2, service_pb2, service_pb2_grpc  # noqa: E402
+from pocketmq.broker.services.clock import ManualClock  # noqa: E402
 
 pb = service_pb2
 Code = definition_pb2.Code

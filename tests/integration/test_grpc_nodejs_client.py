@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from client import PullConsumer, ReceivedMessage
+from pocketmq.client import PullConsumer, ReceivedMessage
 from tests.integration.cluster import Cluster, Process, free_port
 
 NODE_DIR = Path(__file__).parent / "node"

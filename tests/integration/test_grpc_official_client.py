@@ -51,7 +51,7 @@ def client_log(home: Path) -> str:
 
 def pocketmq(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "broker.cli", *args],
+        [sys.executable, "-m", "pocketmq.cli", *args],
         capture_output=True,
         text=True,
         timeout=60,

@@ -92,7 +92,7 @@ def test_version_and_help_of_one_action() -> None:
 def test_every_option_of_every_command_says_what_it_is() -> None:
     import argparse
 
-    from broker.cli import build_parser
+    from pocketmq.cli import build_parser
 
     def walk(parser: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, argparse.Action]]:
         for action in parser._actions:
@@ -299,7 +299,7 @@ def test_store_inspect_of_a_missing_folder_an_empty_folder_and_a_just_started_st
 
 
 def test_store_inspect_with_a_limit_judges_only_what_it_read(tmp_path: Path) -> None:
-    from store.message_store import MessageStore, PutMessage
+    from pocketmq.store.message_store import MessageStore, PutMessage
 
     with MessageStore.open(tmp_path) as store:
         for body in (b"one", b"two", b"three"):
@@ -318,7 +318,7 @@ def test_store_inspect_with_a_limit_judges_only_what_it_read(tmp_path: Path) -> 
 def test_a_poison_reason_reaches_dlq_list_and_msg_show(standalone: Standalone) -> None:
     import asyncio
 
-    from client import Message, Producer, PushConsumer
+    from pocketmq.client import Message, Producer, PushConsumer
 
     namesrv = ("--namesrv", standalone.namesrv)
 

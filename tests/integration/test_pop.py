@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.protocol import ResponseCode
+from pocketmq.broker.protocol import ResponseCode
 from tests.integration.cluster import Cluster, Process
 from tests.integration.raw import RawClient
 

@@ -11,9 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from broker.protocol import RequestCode
-from broker.protocol.headers import GetRouteInfoRequestHeader, TopicRouteData, decode_json_body
-from client import (
+from pocketmq.broker.protocol import RequestCode
+from pocketmq.broker.protocol.headers import (
+    GetRouteInfoRequestHeader,
+    TopicRouteData,
+    decode_json_body,
+)
+from pocketmq.client import (
     Admin,
     ConsumeResult,
     Message,
@@ -24,8 +28,14 @@ from client import (
     PushConsumer,
     ReceivedMessage,
 )
-from client.cli import cmd_consume, cmd_send, cmd_topic_create, cmd_topic_list, cmd_topic_status
-from client.connection import Connection, check_response, make_request
+from pocketmq.client.cli import (
+    cmd_consume,
+    cmd_send,
+    cmd_topic_create,
+    cmd_topic_list,
+    cmd_topic_status,
+)
+from pocketmq.client.connection import Connection, check_response, make_request
 from tests.integration.cluster import Cluster, Process
 
 _names = itertools.count()

@@ -21,9 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from broker.protocol import RequestCode
-from broker.protocol.headers import GetRouteInfoRequestHeader, TopicRouteData, decode_json_body
-from client import (
+from pocketmq.broker.protocol import RequestCode
+from pocketmq.broker.protocol.headers import (
+    GetRouteInfoRequestHeader,
+    TopicRouteData,
+    decode_json_body,
+)
+from pocketmq.client import (
     Admin,
     ClientUsageError,
     ConsumeResult,
@@ -39,8 +43,8 @@ from client import (
     TransactionProducer,
     TransactionResolution,
 )
-from client.connection import Connection, check_response, make_request
-from client.errors import IllegalOperationError, InvalidParameterError
+from pocketmq.client.connection import Connection, check_response, make_request
+from pocketmq.client.errors import IllegalOperationError, InvalidParameterError
 from tests.integration.cluster import Cluster, Process
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -287,7 +291,7 @@ async def test_manual_ends_and_misuse(env: Env) -> None:
 
 KILLED_PRODUCER = """
 import asyncio, sys
-from client import Message, TransactionProducer, TransactionResolution
+from pocketmq.client import Message, TransactionProducer, TransactionResolution
 
 async def never(message):
     return TransactionResolution.UNKNOWN

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.protocol import RemotingCommand, RequestCode, ResponseCode
-from broker.protocol.headers import EndTransactionRequestHeader, SendMessageRequestHeaderV2
-from broker.protocol.message_codec import decode_message, decode_messages
-from ids import decode_offset_msg_id
+from pocketmq.broker.protocol import RemotingCommand, RequestCode, ResponseCode
+from pocketmq.broker.protocol.headers import EndTransactionRequestHeader, SendMessageRequestHeaderV2
+from pocketmq.broker.protocol.message_codec import decode_message, decode_messages
+from pocketmq.ids import decode_offset_msg_id
 from tests.integration.cluster import Cluster, Process
 from tests.integration.raw import RawClient
 
@@ -81,7 +81,7 @@ def visible(client: RawClient, topic: str) -> list[bytes]:
 def tx_cli(broker: Process, *args: str, as_json: bool = True) -> list[dict]:
     """``pocketmq tx ...`` against the broker: its --json rows, or its readable lines."""
     done = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "tx", *args, "--broker", broker.address]
+        [sys.executable, "-m", "pocketmq.cli", "tx", *args, "--broker", broker.address]
         + (["--json"] if as_json else []),
         capture_output=True,
         text=True,

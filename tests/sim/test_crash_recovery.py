@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from store.config import StoreConfig
-from store.message_store import MessageStore, PutMessage
-from store.record import RecordLimits
-from store.state import MessageState
+from pocketmq.store.config import StoreConfig
+from pocketmq.store.message_store import MessageStore, PutMessage
+from pocketmq.store.record import RecordLimits
+from pocketmq.store.state import MessageState
 
 SEEDS = range(120)
 SEGMENT = 128 * 1024

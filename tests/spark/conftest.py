@@ -30,7 +30,7 @@ def spark() -> Iterator[Any]:
         pytest.skip("Spark needs Java 17 or 21")
     from pyspark.sql import SparkSession
 
-    import sparkexport
+    from pocketmq import sparkexport
 
     session = (
         SparkSession.builder.master("local[2]")

@@ -8,13 +8,13 @@ import mmap
 from pathlib import Path
 from typing import Any
 
-from ids import offset_msg_id_from_packed
-from sparkexport.scan import TRANSACTION_LABELS
-from store import paths
-from store.config import StoreConfig
-from store.message_store import MessageStore, PutMessage
-from store.reader import StoreReader
-from store.record import (
+from pocketmq.ids import offset_msg_id_from_packed
+from pocketmq.sparkexport.scan import TRANSACTION_LABELS
+from pocketmq.store import paths
+from pocketmq.store.config import StoreConfig
+from pocketmq.store.message_store import MessageStore, PutMessage
+from pocketmq.store.reader import StoreReader
+from pocketmq.store.record import (
     MAGIC_V2,
     Host,
     MessageRecord,
@@ -24,7 +24,7 @@ from store.record import (
     encode_blank,
     encode_record,
 )
-from store.state import MessageState
+from pocketmq.store.state import MessageState
 
 # Small segments (the limits allow records of up to 16 KiB), so a test store has several.
 SMALL = StoreConfig(

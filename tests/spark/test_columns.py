@@ -13,17 +13,17 @@ from hypothesis import strategies as st
 pa = pytest.importorskip("pyarrow")
 np = pytest.importorskip("numpy")
 
-from sparkexport.columns import ARROW_SCHEMA, count_range, read_buffer, read_range  # noqa: E402
-from sparkexport.scan import (  # noqa: E402
+from pocketmq.sparkexport.columns import ARROW_SCHEMA, count_range, read_buffer, read_range  # noqa: E402
+from pocketmq.sparkexport.scan import (  # noqa: E402
     RangePlan,
     RangeStats,
     ReadOptions,
     StateSnapshot,
     plan_store,
 )
-from sparkexport.stream import StoreTail  # noqa: E402
-from store.message_store import MessageStore, PutMessage  # noqa: E402
-from store.record import (  # noqa: E402
+from pocketmq.sparkexport.stream import StoreTail  # noqa: E402
+from pocketmq.store.message_store import MessageStore, PutMessage  # noqa: E402
+from pocketmq.store.record import (  # noqa: E402
     Host,
     MessageRecord,
     SysFlag,
@@ -289,8 +289,8 @@ def test_the_tail_advances_over_complete_records_only(tmp_path: Path) -> None:
 
 
 def test_the_fast_walk_is_not_fooled_by_a_body_that_looks_like_a_record() -> None:
-    from sparkexport.columns import FastWalker, Words, layout
-    from sparkexport.scan import scan_range, walk
+    from pocketmq.sparkexport.columns import FastWalker, Words, layout
+    from pocketmq.sparkexport.scan import scan_range, walk
 
     start = 4096
     data = bytearray()
@@ -340,7 +340,7 @@ def test_the_fast_walk_is_not_fooled_by_a_body_that_looks_like_a_record() -> Non
 
 
 def test_bytes_that_are_not_utf8_never_crash_the_reader() -> None:
-    from store.errors import CorruptRecordError
+    from pocketmq.store.errors import CorruptRecordError
 
     record = MessageRecord(topic="T", body=b"payload")
     props = b"k\x01\xff\xfe\x02TAGS\x01t\x02"

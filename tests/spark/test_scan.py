@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sparkexport.scan import (
+from pocketmq.sparkexport.scan import (
     RangePlan,
     RangeStats,
     ReadOptions,
@@ -25,7 +25,7 @@ from sparkexport.scan import (
     split_ranges,
     walk,
 )
-from store.state import MessageState, StateChange, StateTable
+from pocketmq.store.state import MessageState, StateChange, StateTable
 from tests.spark.stores import rocketmq_store, segment_paths
 
 fast = settings(database=None, deadline=None, max_examples=60)
@@ -256,13 +256,14 @@ def test_without_pyspark_the_message_says_what_to_install(tmp_path: Path) -> Non
         f"""
         import sys
         sys.modules["pyspark"] = None  # as if it were not installed
-        import sparkexport, sparkexport.scan, sparkexport.cli
+        import pocketmq.sparkexport.scan, pocketmq.sparkexport.cli
+        from pocketmq import sparkexport
         try:
             sparkexport.register
         except ImportError as error:
             print("register:", error)
         try:
-            import sparkexport.source
+            import pocketmq.sparkexport.source
         except ImportError as error:
             print("source:", error)
         (__import__("pathlib").Path({str(tmp_path)!r}) / "commitlog").mkdir()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sparkexport.cli import export_main
+from pocketmq.sparkexport.cli import export_main
 from tests.spark.stores import expected_rows, flip_byte, segment_paths, varied_messages, write_store
 
 pytestmark = pytest.mark.spark
@@ -56,8 +56,8 @@ def test_export_refuses_wrong_arguments(tmp_path: Path, capsys: pytest.CaptureFi
 def test_a_store_with_no_records_yet_exports_no_rows(
     spark: Any, store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from sparkexport import read_store_fallback, submit
-    from store.message_store import MessageStore
+    from pocketmq.sparkexport import read_store_fallback, submit
+    from pocketmq.store.message_store import MessageStore
 
     empty = tmp_path / "just-started"
     MessageStore.open(empty).close()  # a broker's files, no commitlog/ segment
@@ -79,7 +79,7 @@ def test_a_store_with_no_records_yet_exports_no_rows(
 def test_the_spark_submit_entry_point(
     spark: Any, store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from sparkexport import submit
+    from pocketmq.sparkexport import submit
 
     assert submit.main(["--path"]) == 0
     assert Path(capsys.readouterr().out.strip()) == Path(submit.__file__).resolve()
@@ -91,7 +91,7 @@ def test_the_spark_submit_entry_point(
 
 
 async def test_messages_sent_to_a_running_broker_come_back(spark: Any, tmp_path: Path) -> None:
-    from broker.app import Broker
+    from pocketmq.broker.app import Broker
     from tests.integration.raw import RawClient
 
     data = tmp_path / "broker"

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from ids import decode_offset_msg_id, offset_msg_id_from_packed
-from store.record import Host
+from pocketmq.ids import decode_offset_msg_id, offset_msg_id_from_packed
+from pocketmq.store.record import Host
 from tests.spark.stores import (
     data_end,
     expected_rows,
@@ -157,7 +157,7 @@ def test_a_store_written_by_rocketmq(spark: Any, tmp_path: Path) -> None:
 
 
 def test_the_binary_file_fallback_gives_the_same_frame(spark: Any, store: Path) -> None:
-    from sparkexport import read_store_fallback
+    from pocketmq.sparkexport import read_store_fallback
 
     fallback = read_store_fallback(spark, store, topics=["Orders", "Payments"])
     source = spark.read.format("pocketmq").option("topics", "Orders,Payments").load(str(store))

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from store.message_store import MessageStore, PutMessage
+from pocketmq.store.message_store import MessageStore, PutMessage
 from tests.spark.stores import SMALL, Clock, segment_paths
 
 pytestmark = pytest.mark.spark

@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from store.config import StoreConfig
-from store.message_store import MessageStore, PutMessage
-from store.state import MessageState
+from pocketmq.store.config import StoreConfig
+from pocketmq.store.message_store import MessageStore, PutMessage
+from pocketmq.store.state import MessageState
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "broker.cli", *args],
+        [sys.executable, "-m", "pocketmq.cli", *args],
         capture_output=True,
         text=True,
         timeout=60,
@@ -202,7 +202,7 @@ def test_a_second_broker_on_the_same_store_says_why_in_one_line(tmp_path: Path) 
         [
             sys.executable,
             "-m",
-            "broker.cli",
+            "pocketmq.cli",
             "standalone",
             "--port",
             "0",
@@ -239,7 +239,7 @@ def test_a_grpc_port_in_use_is_said_in_one_line() -> None:
     port = str(free_port())
     common = ("standalone", "--memory", "--port", "0", "--namesrv-port", "0", "--grpc-port", port)
     first = subprocess.Popen(
-        [sys.executable, "-m", "broker.cli", *common],
+        [sys.executable, "-m", "pocketmq.cli", *common],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
     )

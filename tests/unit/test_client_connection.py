@@ -11,7 +11,7 @@ from typing import cast
 
 import pytest
 
-from broker.protocol import (
+from pocketmq.broker.protocol import (
     RPC_ONEWAY,
     FrameDecoder,
     LanguageCode,
@@ -21,8 +21,8 @@ from broker.protocol import (
     SerializeType,
     encode_frame,
 )
-from broker.protocol.headers import GetRouteInfoRequestHeader
-from client.connection import (
+from pocketmq.broker.protocol.headers import GetRouteInfoRequestHeader
+from pocketmq.client.connection import (
     CLIENT_VERSION,
     Connection,
     ConnectionPool,
@@ -30,7 +30,7 @@ from client.connection import (
     make_request,
     split_addr,
 )
-from client.errors import (
+from pocketmq.client.errors import (
     ConnectionLostError,
     RequestTimeoutError,
     TopicNotExistError,

@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from broker.protocol import RequestCode
-from broker.protocol.codes import PullSysFlag
-from broker.protocol.headers import (
+from pocketmq.broker.protocol import RequestCode
+from pocketmq.broker.protocol.codes import PullSysFlag
+from pocketmq.broker.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
     HeartbeatData,
     PullMessageRequestHeader,
     UpdateConsumerOffsetRequestHeader,
     decode_json_body,
 )
-from client import ConsumeResult, MessageQueue, PushConsumer, ReceivedMessage
-from client.errors import ClientUsageError
+from pocketmq.client import ConsumeResult, MessageQueue, PushConsumer, ReceivedMessage
+from pocketmq.client.errors import ClientUsageError
 
 from .test_client_fake_server import FakeBroker, FakeCluster, fake_cluster, wait_until
 

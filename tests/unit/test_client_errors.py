@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from client import errors
-from client.errors import (
+from pocketmq.client import errors
+from pocketmq.client.errors import (
     BrokerError,
     ClientError,
     ClientUsageError,

@@ -18,7 +18,7 @@ from typing import cast
 
 import pytest
 
-from broker.protocol import (
+from pocketmq.broker.protocol import (
     RPC_ONEWAY,
     FrameDecoder,
     RemoteProtocolError,
@@ -27,8 +27,8 @@ from broker.protocol import (
     ResponseCode,
     encode_frame,
 )
-from broker.protocol.codes import PullSysFlag
-from broker.protocol.headers import (
+from pocketmq.broker.protocol.codes import PullSysFlag
+from pocketmq.broker.protocol.headers import (
     BrokerData,
     ClusterInfo,
     ConsumerListBody,
@@ -56,14 +56,14 @@ from broker.protocol.headers import (
     encode_json_body,
     parse_send_message_header,
 )
-from broker.protocol.message_codec import (
+from pocketmq.broker.protocol.message_codec import (
     MessageExt,
     decode_batch,
     decode_properties,
     encode_message_record,
     offset_msg_id,
 )
-from client.filter import java_string_hash
+from pocketmq.client.filter import java_string_hash
 
 Handler = Callable[["FakeConn", RemotingCommand], Awaitable[RemotingCommand | None]]
 
@@ -631,7 +631,7 @@ async def fake_cluster(*names: str, **kwargs: bool):  # type: ignore[no-untyped-
 
 
 async def test_fake_broker_answers_a_route_and_stores_records() -> None:
-    from client.connection import Connection, make_request
+    from pocketmq.client.connection import Connection, make_request
 
     async with fake_cluster("broker-a") as cluster:
         broker = cluster.brokers[0]

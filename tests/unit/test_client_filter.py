@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from client.errors import ClientUsageError
-from client.filter import TagExpression, java_string_hash, queue_index_for_key
+from pocketmq.client.errors import ClientUsageError
+from pocketmq.client.filter import TagExpression, java_string_hash, queue_index_for_key
 
 
 def _reference_hash(text: str) -> int:

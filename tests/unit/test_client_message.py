@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from broker.protocol.headers import BrokerData, QueueData, TopicRouteData
-from broker.protocol.message_codec import MessageExt, decode_batch
-from client import Message, MessageQueue, Producer, ReceivedMessage
-from client.errors import ClientClosedError, ClientUsageError, MessageTooLargeError
-from client.offset_store import LocalFileOffsetStore, default_offsets_dir
-from client.route import TopicRoute, namesrv_addresses
+from pocketmq.broker.protocol.headers import BrokerData, QueueData, TopicRouteData
+from pocketmq.broker.protocol.message_codec import MessageExt, decode_batch
+from pocketmq.client import Message, MessageQueue, Producer, ReceivedMessage
+from pocketmq.client.errors import ClientClosedError, ClientUsageError, MessageTooLargeError
+from pocketmq.client.offset_store import LocalFileOffsetStore, default_offsets_dir
+from pocketmq.client.route import TopicRoute, namesrv_addresses
 
 MQ = MessageQueue("T", "broker-a", 0)
 
@@ -41,7 +41,7 @@ def test_properties_set_by_the_sdk(producer: Producer) -> None:
 
 
 def test_v4_unique_keys() -> None:
-    from ids import decode_uniq_id
+    from pocketmq.ids import decode_uniq_id
 
     p = Producer("G", namesrv="127.0.0.1:1", client_ip="10.1.2.3", unique_id_scheme="v4")
     key = p.new_unique_key()

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.protocol import RequestCode
-from broker.protocol.headers import ConsumerSendMsgBackRequestHeader
-from client import ConsumeResult, MessageQueue, PushConsumer, ReceivedMessage
-from client.errors import BrokerError, ClientClosedError
+from pocketmq.broker.protocol import RequestCode
+from pocketmq.broker.protocol.headers import ConsumerSendMsgBackRequestHeader
+from pocketmq.client import ConsumeResult, MessageQueue, PushConsumer, ReceivedMessage
+from pocketmq.client.errors import BrokerError, ClientClosedError
 
 from .test_client_fake_server import FakeBroker, FakeCluster, fake_cluster, wait_until
 

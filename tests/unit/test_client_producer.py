@@ -8,19 +8,23 @@ from collections import Counter
 
 import pytest
 
-from broker.protocol import RemotingCommand, RequestCode, ResponseCode
-from broker.protocol.headers import HeartbeatData, decode_json_body
-from broker.protocol.message_codec import decode_batch, decode_properties, encode_properties
-from client import Message, MessageQueue, Producer, SendStatus
-from client.errors import (
+from pocketmq.broker.protocol import RemotingCommand, RequestCode, ResponseCode
+from pocketmq.broker.protocol.headers import HeartbeatData, decode_json_body
+from pocketmq.broker.protocol.message_codec import (
+    decode_batch,
+    decode_properties,
+    encode_properties,
+)
+from pocketmq.client import Message, MessageQueue, Producer, SendStatus
+from pocketmq.client.errors import (
     ClientUsageError,
     ConnectionLostError,
     MessageIllegalError,
     RouteNotFoundError,
     ServiceNotAvailableError,
 )
-from client.filter import queue_index_for_key
-from ids import decode_offset_msg_id
+from pocketmq.client.filter import queue_index_for_key
+from pocketmq.ids import decode_offset_msg_id
 
 from .test_client_fake_server import FakeBroker, FakeCluster, fake_cluster, wait_until
 

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from broker.protocol import RequestCode
-from broker.protocol.headers import CreateTopicRequestHeader
-from client import Admin, MessageQueue, PullConsumer, PullStatus
-from client.cli import cmd_consume, cmd_send, cmd_topic_create, cmd_topic_list, cmd_topic_status
-from client.errors import ClientClosedError, ClientUsageError
+from pocketmq.broker.protocol import RequestCode
+from pocketmq.broker.protocol.headers import CreateTopicRequestHeader
+from pocketmq.client import Admin, MessageQueue, PullConsumer, PullStatus
+from pocketmq.client.cli import (
+    cmd_consume,
+    cmd_send,
+    cmd_topic_create,
+    cmd_topic_list,
+    cmd_topic_status,
+)
+from pocketmq.client.errors import ClientClosedError, ClientUsageError
 
 from .test_client_fake_server import fake_cluster
 

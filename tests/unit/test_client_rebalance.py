@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from client.message import MessageQueue
-from client.rebalance import allocate_averagely, allocate_averagely_by_circle
+from pocketmq.client.message import MessageQueue
+from pocketmq.client.rebalance import allocate_averagely, allocate_averagely_by_circle
 
 
 def queues(n: int, topic: str = "T", broker: str = "broker-a") -> list[MessageQueue]:

@@ -9,8 +9,8 @@ from datetime import timedelta
 
 import pytest
 
-from broker.protocol import RemotingCommand, RequestCode, ResponseCode
-from broker.protocol.headers import (
+from pocketmq.broker.protocol import RemotingCommand, RequestCode, ResponseCode
+from pocketmq.broker.protocol.headers import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
     ChangeInvisibleTimeResponseHeader,
@@ -18,8 +18,8 @@ from broker.protocol.headers import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
-from broker.protocol.message_codec import MessageExt, encode_message_record
-from client import (
+from pocketmq.broker.protocol.message_codec import MessageExt, encode_message_record
+from pocketmq.client import (
     ClientUsageError,
     IllegalOperationError,
     MessageQueue,
@@ -27,8 +27,8 @@ from client import (
     SimpleConsumer,
     StaleReceiptHandleError,
 )
-from client._duration import duration_ms, seconds_to_ms
-from client.errors import error_for_code
+from pocketmq.client._duration import duration_ms, seconds_to_ms
+from pocketmq.client.errors import error_for_code
 
 from .test_client_fake_server import FakeBroker, FakeCluster, FakeConn, fake_cluster
 

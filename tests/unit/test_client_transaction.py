@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import pytest
 
-from broker.protocol import RPC_ONEWAY, RemotingCommand, RequestCode
-from broker.protocol.headers import (
+from pocketmq.broker.protocol import RPC_ONEWAY, RemotingCommand, RequestCode
+from pocketmq.broker.protocol.headers import (
     CheckTransactionStateRequestHeader,
     EndTransactionRequestHeader,
     HeartbeatData,
     decode_json_body,
     parse_send_message_header,
 )
-from broker.protocol.message_codec import MessageExt, decode_properties, encode_message_record
-from client import (
+from pocketmq.broker.protocol.message_codec import (
+    MessageExt,
+    decode_properties,
+    encode_message_record,
+)
+from pocketmq.client import (
     ClientClosedError,
     ClientUsageError,
     Message,
@@ -22,7 +26,7 @@ from client import (
     TransactionProducer,
     TransactionResolution,
 )
-from ids import decode_offset_msg_id
+from pocketmq.ids import decode_offset_msg_id
 
 from .test_client_fake_server import FakeBroker, FakeCluster, fake_cluster, wait_until
 

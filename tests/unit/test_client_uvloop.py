@@ -7,10 +7,10 @@ import asyncio
 
 import uvloop
 
-from broker.protocol import RequestCode
-from broker.protocol.headers import GetRouteInfoRequestHeader
-from client import Message, Producer, PushConsumer, ReceivedMessage
-from client.connection import Connection, make_request
+from pocketmq.broker.protocol import RequestCode
+from pocketmq.broker.protocol.headers import GetRouteInfoRequestHeader
+from pocketmq.client import Message, Producer, PushConsumer, ReceivedMessage
+from pocketmq.client.connection import Connection, make_request
 
 from .test_client_fake_server import fake_cluster, wait_until
 

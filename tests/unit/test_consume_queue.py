@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store import paths
-from store.consume_queue import ENTRY, ConsumeQueue
-from store.errors import StoreError
-from store.files import DiskBackend, MemoryBackend
+from pocketmq.store import paths
+from pocketmq.store.consume_queue import ENTRY, ConsumeQueue
+from pocketmq.store.errors import StoreError
+from pocketmq.store.files import DiskBackend, MemoryBackend
 
 
 def fill(queue: ConsumeQueue, count: int, start: int = 0) -> None:

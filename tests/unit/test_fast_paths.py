@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.protocol import (
+from pocketmq.broker.protocol import (
     LanguageCode,
     MalformedHeaderError,
     RemotingCommand,
@@ -32,13 +32,20 @@ from broker.protocol import (
     encode_frame,
     encode_json_success,
 )
-from broker.protocol import headers as H
-from broker.protocol import message_codec as MC
-from broker.protocol.codes import MessageSysFlag
-from broker.protocol.frames import _encode_json_header, _JsonHeaderOut
-from client import ConsumeResult, Message, MessageQueue, Producer, PushConsumer, ReceivedMessage
-from client.connection import Connection, make_request
-from client.errors import RequestTimeoutError
+from pocketmq.broker.protocol import headers as H
+from pocketmq.broker.protocol import message_codec as MC
+from pocketmq.broker.protocol.codes import MessageSysFlag
+from pocketmq.broker.protocol.frames import _encode_json_header, _JsonHeaderOut
+from pocketmq.client import (
+    ConsumeResult,
+    Message,
+    MessageQueue,
+    Producer,
+    PushConsumer,
+    ReceivedMessage,
+)
+from pocketmq.client.connection import Connection, make_request
+from pocketmq.client.errors import RequestTimeoutError
 
 from .test_client_fake_server import fake_cluster, wait_until
 from .test_protocol_headers import HEADER_CLASSES
@@ -391,8 +398,8 @@ def test_send_result_fields_are_the_response_headers(ext: dict[str, str]) -> Non
 
 
 async def test_send_answers_the_brokers_offset_message_id() -> None:
-    from broker.app import Broker
-    from broker.handlers.send import _offset_msg_id
+    from pocketmq.broker.app import Broker
+    from pocketmq.broker.handlers.send import _offset_msg_id
 
     async with Broker(port=0, store=None) as broker:
 
@@ -531,8 +538,8 @@ def test_canonical_properties_means_reencoding_gives_the_same_text(text: str) ->
 
 
 async def test_batch_stores_each_messages_properties_as_re_encoding_would() -> None:
-    from broker.app import Broker
-    from broker.handlers.send import handle_send
+    from pocketmq.broker.app import Broker
+    from pocketmq.broker.handlers.send import handle_send
 
     texts = [
         "UNIQ_KEY\x01A\x02WAIT\x01true\x02",  # canonical: stored as sent

@@ -7,8 +7,8 @@ import contextlib
 import threading
 from collections.abc import AsyncIterator
 
-from broker.services.flush import FlushService
-from store.message_store import MessageStore, PutMessage
+from pocketmq.broker.services.flush import FlushService
+from pocketmq.store.message_store import MessageStore, PutMessage
 
 
 class GatedStore(MessageStore):

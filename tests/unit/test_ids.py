@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-import ids
-from ids import (
+from pocketmq import ids
+from pocketmq.ids import (
     InvalidMessageIdError,
     UniqIdGenerator,
     V5IdGenerator,

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ids import (
+from pocketmq.ids import (
     V5_EPOCH,
     InvalidMessageIdError,
     decode_message_id,

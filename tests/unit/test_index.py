@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store import paths
-from store.files import Backend, DiskBackend, MemoryBackend
-from store.index import (
+from pocketmq.store import paths
+from pocketmq.store.files import Backend, DiskBackend, MemoryBackend
+from pocketmq.store.index import (
     ENTRY,
     ENTRY_OFFSETS,
     HEADER,
@@ -23,7 +23,7 @@ from store.index import (
     index_file_size,
     index_key_hash,
 )
-from store.javahash import java_string_hash
+from pocketmq.store.javahash import java_string_hash
 
 T0 = 1_700_000_000_123  # 2023-11-14 22:13:20.123 UTC
 

@@ -10,14 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store import index as index_module
-from store import paths
-from store.config import StoreConfig
-from store.errors import StoreFullError
-from store.files import Backend, MemoryBackend, Segment
-from store.index import IndexService
-from store.javahash import ascii_hash, java_string_hash, java_string_hash_unsigned
-from store.message_store import MessageStore, PutMessage
+from pocketmq.store import index as index_module
+from pocketmq.store import paths
+from pocketmq.store.config import StoreConfig
+from pocketmq.store.errors import StoreFullError
+from pocketmq.store.files import Backend, MemoryBackend, Segment
+from pocketmq.store.index import IndexService
+from pocketmq.store.javahash import ascii_hash, java_string_hash, java_string_hash_unsigned
+from pocketmq.store.message_store import MessageStore, PutMessage
 
 T0 = 1_700_000_000_123
 SMALL = StoreConfig(

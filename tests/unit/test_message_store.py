@@ -5,15 +5,20 @@ from pathlib import Path
 
 import pytest
 
-from store import paths
-from store.config import StoreConfig
-from store.consume_queue import ENTRY
-from store.errors import CorruptRecordError, LimitExceededError, StoreFullError, StoreLockedError
-from store.files import DiskBackend
-from store.javahash import java_string_hash
-from store.message_store import GetStatus, MessageStore, PutMessage
-from store.record import RecordLimits
-from store.state import MessageState
+from pocketmq.store import paths
+from pocketmq.store.config import StoreConfig
+from pocketmq.store.consume_queue import ENTRY
+from pocketmq.store.errors import (
+    CorruptRecordError,
+    LimitExceededError,
+    StoreFullError,
+    StoreLockedError,
+)
+from pocketmq.store.files import DiskBackend
+from pocketmq.store.javahash import java_string_hash
+from pocketmq.store.message_store import GetStatus, MessageStore, PutMessage
+from pocketmq.store.record import RecordLimits
+from pocketmq.store.state import MessageState
 
 SMALL = StoreConfig(
     commitlog_segment_size=4 * 1024 * 1024 + 64 * 1024,

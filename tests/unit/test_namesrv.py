@@ -11,17 +11,17 @@ import zlib
 import msgspec
 import pytest
 
-from broker.namesrv import NameServer, RouteInfoManager, serve
-from broker.namesrv._wire import (
+from pocketmq.broker.namesrv import NameServer, RouteInfoManager, serve
+from pocketmq.broker.namesrv._wire import (
     KVTable,
     TopicList,
     decode_compressed_register_body,
     encode_compressed_register_body,
 )
-from broker.protocol import FrameDecoder, RemotingCommand, encode_frame
-from broker.protocol.codes import RequestCode, ResponseCode
-from broker.protocol.errors import MalformedBodyError
-from broker.protocol.headers import (
+from pocketmq.broker.protocol import FrameDecoder, RemotingCommand, encode_frame
+from pocketmq.broker.protocol.codes import RequestCode, ResponseCode
+from pocketmq.broker.protocol.errors import MalformedBodyError
+from pocketmq.broker.protocol.headers import (
     ClusterInfo,
     DataVersion,
     GetRouteInfoRequestHeader,

@@ -8,8 +8,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from client import MessageQueue
-from client._process_queue import ProcessQueue
+from pocketmq.client import MessageQueue
+from pocketmq.client._process_queue import ProcessQueue
 
 
 class Pulled:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.protocol import (
+from pocketmq.broker.protocol import (
     FRAME_SIZE_MAX,
     RPC_ONEWAY,
     RPC_TYPE,
@@ -29,8 +29,8 @@ from broker.protocol import (
     encode_frame,
     encode_frame_parts,
 )
-from broker.protocol.frames import mark_protocol_type
-from broker.protocol.headers import GetRouteInfoRequestHeader, RemotingHeader
+from pocketmq.broker.protocol.frames import mark_protocol_type
+from pocketmq.broker.protocol.headers import GetRouteInfoRequestHeader, RemotingHeader
 
 JSON = SerializeType.JSON
 RMQ = SerializeType.ROCKETMQ

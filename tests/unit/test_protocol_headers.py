@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.protocol import (
+from pocketmq.broker.protocol import (
     REQUEST_HEADERS,
     MalformedBodyError,
     MalformedHeaderError,
@@ -22,8 +22,8 @@ from broker.protocol import (
     decode_frame,
     encode_frame,
 )
-from broker.protocol import headers as H
-from broker.protocol.codes import MessageSysFlag, PullSysFlag
+from pocketmq.broker.protocol import headers as H
+from pocketmq.broker.protocol.codes import MessageSysFlag, PullSysFlag
 
 HEADER_CLASSES = sorted(
     (

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from broker.protocol._json import LenientJSONError, decode_json, loads_lenient
+from pocketmq.broker.protocol._json import LenientJSONError, decode_json, loads_lenient
 
 
 class _MapHolder(msgspec.Struct):

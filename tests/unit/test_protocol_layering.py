@@ -8,9 +8,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-import broker.protocol
+import pocketmq.broker.protocol
 
-PACKAGE_DIR = Path(broker.protocol.__file__).parent
+PACKAGE_DIR = Path(pocketmq.broker.protocol.__file__).parent
 FORBIDDEN = {
     "asyncio",
     "socket",

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.protocol import LocalProtocolError, MalformedBodyError
-from broker.protocol.codes import MessageSysFlag
-from broker.protocol.message_codec import (
+from pocketmq.broker.protocol import LocalProtocolError, MalformedBodyError
+from pocketmq.broker.protocol.codes import MessageSysFlag
+from pocketmq.broker.protocol.message_codec import (
     BatchMessage,
     MessageExt,
     body_crc,

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store.crc import crc32 as store_crc32
-from store.errors import CorruptRecordError, LimitExceededError
-from store.record import (
+from pocketmq.store.crc import crc32 as store_crc32
+from pocketmq.store.errors import CorruptRecordError, LimitExceededError
+from pocketmq.store.record import (
     BLANK_MAGIC,
     MAGIC_V1,
     MAGIC_V2,

@@ -5,11 +5,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from store import paths
-from store.config import StoreConfig
-from store.files import MemoryBackend
-from store.message_store import MessageStore, PutMessage
-from store.record import RecordLimits
+from pocketmq.store import paths
+from pocketmq.store.config import StoreConfig
+from pocketmq.store.files import MemoryBackend
+from pocketmq.store.message_store import MessageStore, PutMessage
+from pocketmq.store.record import RecordLimits
 
 SEGMENT = 64 * 1024
 CONFIG = StoreConfig(

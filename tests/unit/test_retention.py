@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from store.config import StoreConfig
-from store.message_store import MessageStore, PutMessage
-from store.state import MessageState
+from pocketmq.store.config import StoreConfig
+from pocketmq.store.message_store import MessageStore, PutMessage
+from pocketmq.store.state import MessageState
 
 SEGMENT = 4 * 1024 * 1024 + 64 * 1024
 CONFIG = StoreConfig(commitlog_segment_size=SEGMENT, index_slot_count=101, index_entry_count=1000)
@@ -108,8 +108,8 @@ def test_retention_service_follows_the_deletion_hour_and_the_disk_ratios(tmp_pat
 
     import pytest
 
-    from broker.services.retention import RetentionPolicy, RetentionService
-    from store.errors import StoreFullError
+    from pocketmq.broker.services.retention import RetentionPolicy, RetentionService
+    from pocketmq.store.errors import StoreFullError
 
     clock = Clock()
     usage = {"value": 10.0}
@@ -134,7 +134,7 @@ def test_retention_service_follows_the_deletion_hour_and_the_disk_ratios(tmp_pat
 
 
 def test_forced_deletion_above_the_forcible_ratio(tmp_path: Path) -> None:
-    from broker.services.retention import RetentionPolicy, RetentionService
+    from pocketmq.broker.services.retention import RetentionPolicy, RetentionService
 
     clock = Clock()
     with MessageStore.open(tmp_path / "s", config=CONFIG, clock_ms=clock) as store:

@@ -6,14 +6,14 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from store.files import DiskBackend
-from store.message_store import MessageStore, PutMessage
+from pocketmq.store.files import DiskBackend
+from pocketmq.store.message_store import MessageStore, PutMessage
 
 
 def test_prefaulted_segment_takes_no_page_faults_while_written(tmp_path: Path) -> None:
     import resource
 
-    import store.files
+    import pocketmq.store.files
 
     backend = DiskBackend(tmp_path)
     segment = backend.create_segment(PurePosixPath("seg"), 4 << 20)
@@ -27,7 +27,7 @@ def test_prefaulted_segment_takes_no_page_faults_while_written(tmp_path: Path) -
 
     try:
         segment.prefault(0, 1 << 20)
-        if not store.files._populate_works:
+        if not pocketmq.store.files._populate_works:
             pytest.skip("this kernel has no MADV_POPULATE_WRITE")
         prefaulted = faults_writing(0)
         plain = faults_writing(2 << 20)  # never prefaulted

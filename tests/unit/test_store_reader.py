@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from store import paths
-from store.errors import NotAStoreError
-from store.message_store import MessageStore, PutMessage
-from store.reader import StoreReader, check_store_folder
+from pocketmq.store import paths
+from pocketmq.store.errors import NotAStoreError
+from pocketmq.store.message_store import MessageStore, PutMessage
+from pocketmq.store.reader import StoreReader, check_store_folder
 
 
 def test_a_missing_folder_is_file_not_found_not_a_wrong_folder(tmp_path: Path) -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from broker.protocol.headers import TopicConfig
-from broker.services.groups import GroupConfig, GroupManager, validate_group_name
-from broker.services.topics import (
+from pocketmq.broker.protocol.headers import TopicConfig
+from pocketmq.broker.services.groups import GroupConfig, GroupManager, validate_group_name
+from pocketmq.broker.services.topics import (
     MESSAGE_TYPES,
     TopicError,
     TopicManager,

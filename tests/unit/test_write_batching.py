@@ -9,11 +9,17 @@ import asyncio
 import contextlib
 from typing import Any
 
-from broker.protocol import FrameDecoder, RemotingCommand, RequestCode, ResponseCode, encode_frame
-from broker.remoting.server import RESPONSES_PER_WRITE, RemotingServer
-from broker.remoting.server import Connection as ServerConnection
-from client.connection import FRAMES_PER_WRITE, make_request
-from client.connection import Connection as ClientConnection
+from pocketmq.broker.protocol import (
+    FrameDecoder,
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+    encode_frame,
+)
+from pocketmq.broker.remoting.server import RESPONSES_PER_WRITE, RemotingServer
+from pocketmq.broker.remoting.server import Connection as ServerConnection
+from pocketmq.client.connection import FRAMES_PER_WRITE, make_request
+from pocketmq.client.connection import Connection as ClientConnection
 
 
 class RecordingTransport:

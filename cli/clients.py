@@ -39,7 +39,7 @@ __all__ = [
 
 def _run(coroutine: Coroutine[Any, Any, int], namesrv: str) -> int:
     """Run one SDK coroutine; every SDK error is one line on stderr and exit status 1."""
-    from client.errors import ClientError, ClientUsageError, ConnectionLostError
+    from pocketmq.client.errors import ClientError, ClientUsageError, ConnectionLostError
 
     try:
         return asyncio.run(coroutine)
@@ -56,7 +56,7 @@ def _run(coroutine: Coroutine[Any, Any, int], namesrv: str) -> int:
 
 
 def _admin(args: argparse.Namespace) -> Any:
-    from client.admin import Admin
+    from pocketmq.client.admin import Admin
 
     return Admin(args.namesrv)
 
@@ -82,7 +82,7 @@ def _body(args: argparse.Namespace) -> bytes:
 
 
 def send(args: argparse.Namespace) -> int:
-    from client.cli import cmd_send
+    from pocketmq.client.cli import cmd_send
 
     body = _body(args)
 
@@ -110,7 +110,7 @@ def _body_text(message: dict[str, Any]) -> str:
 def consume(args: argparse.Namespace) -> int:
     import json
 
-    from client.cli import cmd_consume, wait_for_route
+    from pocketmq.client.cli import cmd_consume, wait_for_route
 
     def waiting(topic: str) -> None:
         limit = f"up to {args.timeout:g} s" if args.timeout else "until interrupted"
@@ -225,7 +225,7 @@ def time_get(args: argparse.Namespace) -> int:
 
 
 def time_advance(args: argparse.Namespace) -> int:
-    from client._duration import duration_ms
+    from pocketmq.client._duration import duration_ms
 
     try:
         duration = duration_ms(args.duration)

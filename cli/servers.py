@@ -19,7 +19,7 @@ __all__ = ["broker", "namesrv", "standalone"]
 def _run(coroutine_factory: Callable[[], Coroutine[Any, Any, None]]) -> int:
     import uvloop  # the event loop of the servers; library code never imports it
 
-    from store.errors import StoreError
+    from pocketmq.store.errors import StoreError
 
     try:
         with contextlib.suppress(KeyboardInterrupt):
@@ -32,8 +32,8 @@ def _run(coroutine_factory: Callable[[], Coroutine[Any, Any, None]]) -> int:
 
 
 def _config(args: argparse.Namespace, namesrv: list[str]) -> Any:
-    from broker.config import BrokerConfig
-    from store.config import StoreConfig
+    from pocketmq.broker.config import BrokerConfig
+    from pocketmq.store.config import StoreConfig
 
     try:
         store = (
@@ -59,7 +59,7 @@ def _config(args: argparse.Namespace, namesrv: list[str]) -> Any:
 
 def _grpc_port(args: argparse.Namespace) -> int | None:
     """The gRPC front-end's port: on by default when the grpc extra is installed."""
-    from broker.grpc import grpc_available
+    from pocketmq.broker.grpc import grpc_available
 
     if args.no_grpc:
         return None
@@ -83,19 +83,19 @@ def _access_keys(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _clock(args: argparse.Namespace) -> Any:
-    from broker.services.clock import ManualClock, SystemClock
+    from pocketmq.broker.services.clock import ManualClock, SystemClock
 
     return ManualClock() if args.clock == "manual" else SystemClock()
 
 
 def namesrv(args: argparse.Namespace) -> int:
-    from broker.serve import run_namesrv
+    from pocketmq.broker.serve import run_namesrv
 
     return _run(lambda: run_namesrv(args.host, args.port))
 
 
 def broker(args: argparse.Namespace) -> int:
-    from broker.serve import run_broker
+    from pocketmq.broker.serve import run_broker
 
     addrs = [a for a in (args.namesrv or "").split(";") if a]
     config = _config(args, addrs)
@@ -103,7 +103,7 @@ def broker(args: argparse.Namespace) -> int:
 
 
 def standalone(args: argparse.Namespace) -> int:
-    from broker.serve import run_standalone
+    from pocketmq.broker.serve import run_standalone
 
     config = _config(args, [])
     return _run(lambda: run_standalone(config, args.host, args.namesrv_port, _clock(args)))

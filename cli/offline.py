@@ -12,7 +12,7 @@ __all__ = ["export", "id_decode", "store_inspect"]
 
 
 def id_decode(args: argparse.Namespace) -> int:
-    from ids import InvalidMessageIdError, decode_message_id
+    from pocketmq.ids import InvalidMessageIdError, decode_message_id
 
     status = 0
     for text in args.ids:
@@ -38,9 +38,9 @@ def _preview(body: bytes, width: int = 40) -> str:
 
 
 def store_inspect(args: argparse.Namespace) -> int:
-    from ids import offset_msg_id_from_packed
-    from store.reader import StoreReader
-    from store.state import MessageState
+    from pocketmq.ids import offset_msg_id_from_packed
+    from pocketmq.store.reader import StoreReader
+    from pocketmq.store.state import MessageState
 
     try:
         reader = StoreReader(args.dir)
@@ -133,7 +133,7 @@ def store_inspect(args: argparse.Namespace) -> int:
 
 def export(args: argparse.Namespace) -> int:
     try:
-        from sparkexport.cli import export_main
+        from pocketmq.sparkexport.cli import export_main
     except ImportError as error:  # pyspark is an optional extra
         print(f"pocketmq export: {error}", file=sys.stderr)
         return 2
