@@ -6,11 +6,14 @@ import importlib.util
 import re
 from pathlib import Path
 
+import pytest
 import yaml
 
 from pocketmq.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
+# These read the checkout itself (sources, README, CI, compose): not run against a wheel.
+pytestmark = pytest.mark.checkout
 
 
 def load() -> dict:

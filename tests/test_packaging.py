@@ -5,7 +5,11 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
+# These read the checkout itself (sources, README, CI, compose): not run against a wheel.
+pytestmark = pytest.mark.checkout
 
 
 def test_every_package_folder_is_installed_under_pocketmq() -> None:
