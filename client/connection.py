@@ -1,9 +1,10 @@
 """The asyncio adapter around the sans-I/O remoting codec, and a pool of connections.
 
-``Connection`` is an ``asyncio.Protocol``: bytes in go through ``FrameDecoder``; a response
-resolves the future registered under its ``opaque``; a request from the peer (the broker
-sends NOTIFY_CONSUMER_IDS_CHANGED and CHECK_TRANSACTION_STATE over the client's own
-connection) goes to a handler table. At most ``requests_inflight_max`` requests wait for a
+``Connection`` is an ``asyncio.Protocol`` around a sans-I/O ``RemotingSession`` (the broker's
+remoting ends use the same one): bytes in go through the session; a response resolves the
+future its request was sent with; a request from the peer (the broker sends
+NOTIFY_CONSUMER_IDS_CHANGED and CHECK_TRANSACTION_STATE over the client's own connection) goes
+to a handler table. At most ``requests_inflight_max`` requests wait for a
 response at once; further callers wait for a slot (back-pressure instead of memory).
 
 ``ConnectionPool`` keeps one connection per ``"host:port"`` and reconnects on demand.
@@ -21,15 +22,13 @@ from typing import Final, cast
 from pocketmq.broker.protocol import (
     FRAME_SIZE_MAX,
     RPC_ONEWAY,
-    FrameDecoder,
     LanguageCode,
     MQVersion,
-    RemoteProtocolError,
     RemotingCommand,
     RemotingHeader,
     ResponseCode,
-    encode_frame_parts,
 )
+from pocketmq.broker.protocol.session import RemotingSession
 
 from .errors import ClientClosedError, ConnectionLostError, RequestTimeoutError, error_for_code
 
@@ -49,7 +48,6 @@ log = logging.getLogger("pocketmq.client.connection")
 # >= V4_9_4 (401): a real name server then answers route data in standard JSON.
 CLIENT_VERSION: Final = int(MQVersion.V5_3_3)
 CLIENT_LANGUAGE: Final = LanguageCode.PYTHON
-_OPAQUE_MAX: Final = 2**31 - 1  # a Java int
 
 # handler(connection, request) -> response, or None for no response
 RequestHandler = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand | None]]
@@ -96,7 +94,13 @@ FRAMES_PER_WRITE: Final = 32
 
 
 class Connection(asyncio.Protocol):
-    """One TCP connection to a name server or broker. Create with ``await Connection.open``."""
+    """One TCP connection to a name server or broker. Create with ``await Connection.open``.
+
+    The asyncio adapter of a ``RemotingSession`` (``broker/protocol/session.py``), which keeps
+    the opaque ids, the requests waiting for an answer and their deadlines: this class moves
+    the bytes, resolves the futures, runs one timer for the deadlines, caps the requests in
+    flight and runs the handlers of the peer's requests.
+    """
 
     def __init__(
         self,
@@ -109,17 +113,15 @@ class Connection(asyncio.Protocol):
         if requests_inflight_max < 1:
             raise ValueError("requests_inflight_max must be at least 1")
         self.addr = addr
-        self._decoder = FrameDecoder(frame_size_max=frame_size_max)
+        self._session: RemotingSession[asyncio.Future[RemotingCommand]] = RemotingSession(
+            frame_size_max=frame_size_max, language=CLIENT_LANGUAGE, version=CLIENT_VERSION
+        )
         self._handlers: MutableMapping[int, RequestHandler] = {} if handlers is None else handlers
         self._transport: asyncio.Transport | None = None
-        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
-        # opaque -> (deadline, request code, timeout) of every request waiting for a response
-        self._deadlines: dict[int, tuple[float, int, float]] = {}
         self._expiry: asyncio.TimerHandle | None = None
         self._expiry_at = math.inf
         self._free_slots = requests_inflight_max
         self._slot_waiters: collections.deque[asyncio.Future[None]] = collections.deque()
-        self._opaque = 0
         self._paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
         self._out: list[bytes] | None = None  # frames waiting for the end of this loop turn
@@ -167,7 +169,12 @@ class Connection(asyncio.Protocol):
 
     @property
     def requests_pending(self) -> int:
-        return len(self._pending)
+        return self._session.requests_pending
+
+    @property
+    def _deadlines(self) -> dict[int, float]:
+        """opaque -> deadline (loop time) of each request waiting for its answer."""
+        return self._session.deadlines()
 
     def close(self) -> None:
         """Start a graceful close: buffered writes are flushed, then ``connection_lost`` runs."""
@@ -190,28 +197,25 @@ class Connection(asyncio.Protocol):
         self._transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
-        try:
-            frames = self._decoder.feed(data)
-        except RemoteProtocolError as e:
-            # The stream is lost (as Java's NettyDecoder closes the channel); frames decoded
-            # before the bad one are still delivered.
-            for cmd in e.frames:
-                assert isinstance(cmd, RemotingCommand)
-                self._dispatch(cmd)
-            log.warning("%s: closing after a protocol error: %s", self.addr, e)
-            self._lost_reason = f"protocol error: {e}"
+        requests, answers, error = self._session.receive_data(data)
+        for future, response in answers:
+            if not future.done():
+                future.set_result(response)
+        for request in requests:
+            self._dispatch(request)
+        if error is not None:
+            # The stream is lost (as Java's NettyDecoder closes the channel); what was decoded
+            # before the bad frame is delivered above.
+            log.warning("%s: closing after a protocol error: %s", self.addr, error)
+            self._lost_reason = f"protocol error: {error}"
             if self._transport is not None:
                 self._transport.abort()
-            return
-        for cmd in frames:
-            self._dispatch(cmd)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._lost_reason is None:
             self._lost_reason = f"connection lost: {exc}" if exc else "connection closed"
         reason = self._lost_reason
-        pending, self._pending = self._pending, {}
-        for future in pending.values():
+        for future in self._session.connection_lost():
             if not future.done():
                 future.set_exception(ConnectionLostError(self.addr, reason))
         self._wake_writers(ConnectionLostError(self.addr, reason))
@@ -238,10 +242,6 @@ class Connection(asyncio.Protocol):
         if self._transport is None or self._transport.is_closing():
             raise ConnectionLostError(self.addr, "connection is closing")
 
-    def _next_opaque(self) -> int:
-        self._opaque = self._opaque + 1 if self._opaque < _OPAQUE_MAX else 1
-        return self._opaque
-
     async def invoke(self, cmd: RemotingCommand, timeout_ms: float) -> RemotingCommand:
         """Send request ``cmd`` and return the response (whatever its code).
 
@@ -259,23 +259,20 @@ class Connection(asyncio.Protocol):
             await self._wait_for_slot(deadline, cmd.code, timeout_ms)
             self._check_open()  # it may have closed meanwhile
         try:
-            opaque = self._opaque = self._opaque + 1 if self._opaque < _OPAQUE_MAX else 1
-            cmd.opaque = opaque
-            cmd.flag = 0
             future: asyncio.Future[RemotingCommand] = loop.create_future()
-            self._pending[opaque] = future
-            self._deadlines[opaque] = (deadline, cmd.code, timeout_ms)
+            parts = self._session.send_request(cmd, future, deadline, timeout_ms)
             if deadline < self._expiry_at:
                 self._schedule_expiry(deadline)
             try:
-                self._send(cmd)
+                self._send(parts)
                 if self._paused:
                     await self._wait_for_drain(deadline, cmd.code, timeout_ms)
                 return await future
-            finally:
-                del self._deadlines[opaque]
-                if self._pending.get(opaque) is future:
-                    del self._pending[opaque]
+            except BaseException:
+                # cancelled, or the write failed: an answer, a timeout or a lost connection
+                # took the request out of the session already
+                self._session.forget(cmd.opaque, future)
+                raise
         finally:
             if self._slot_waiters:
                 self._release_slot()
@@ -295,14 +292,10 @@ class Connection(asyncio.Protocol):
     def _expire_due(self) -> None:
         self._expiry, self._expiry_at = None, math.inf
         now = asyncio.get_running_loop().time()
-        next_at = math.inf
-        for opaque, (deadline, code, timeout_ms) in list(self._deadlines.items()):
-            if deadline <= now:
-                future = self._pending.get(opaque)
-                if future is not None and not future.done():
-                    future.set_exception(RequestTimeoutError(self.addr, code, timeout_ms))
-            elif deadline < next_at:
-                next_at = deadline
+        expired, next_at = self._session.expire(now)
+        for future, code, timeout_ms in expired:
+            if not future.done():
+                future.set_exception(RequestTimeoutError(self.addr, code, timeout_ms))
         if next_at != math.inf:
             # a timer may fire a little early: never sooner than a millisecond from now
             self._schedule_expiry(max(next_at, now + 0.001))
@@ -345,20 +338,17 @@ class Connection(asyncio.Protocol):
     async def invoke_oneway(self, cmd: RemotingCommand) -> None:
         """Send request ``cmd`` with the oneway bit: the peer sends no response."""
         self._check_open()
-        cmd.opaque = self._next_opaque()
-        cmd.flag = RPC_ONEWAY
-        self._send(cmd)
+        self._send(self._session.send_oneway(cmd))
         if self._paused:  # the socket buffer is full: wait instead of queueing more
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._drain_waiters.append(waiter)
             await waiter
 
-    def _send(self, cmd: RemotingCommand) -> None:
-        parts = encode_frame_parts(cmd)  # the callers have checked the connection is open
-        # The first frame of a turn of the event loop goes out at once (a lone request waits
-        # for nothing); the frames after it in the same turn are corked and go out together at
-        # the end of the turn or every FRAMES_PER_WRITE, so many sends in flight do not cost
-        # one syscall each.
+    def _send(self, parts: list[bytes]) -> None:
+        # The callers have checked the connection is open. The first frame of a turn of the
+        # event loop goes out at once (a lone request waits for nothing); the frames after it
+        # in the same turn are corked and go out together at the end of the turn or every
+        # FRAMES_PER_WRITE, so many sends in flight do not cost one syscall each.
         if self._out is None:
             self._out = []
             asyncio.get_running_loop().call_soon(self._flush_out)
@@ -389,29 +379,15 @@ class Connection(asyncio.Protocol):
                 else:
                     waiter.set_exception(error)
 
-    # -- incoming --------------------------------------------------------------------------
+    # -- requests from the peer ------------------------------------------------------------
 
     def _dispatch(self, cmd: RemotingCommand) -> None:
-        if cmd.is_response:
-            future = self._pending.pop(cmd.opaque, None)
-            if future is None or future.done():
-                log.debug("%s: response for unknown opaque %d dropped", self.addr, cmd.opaque)
-            else:
-                future.set_result(cmd)
-            return
         handler = self._handlers.get(cmd.code)
         if handler is None:
-            if not cmd.is_oneway:
-                self._respond(
-                    cmd.make_response(
-                        ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                        f" request type {cmd.code} not supported",
-                        language=CLIENT_LANGUAGE,
-                        version=CLIENT_VERSION,
-                    )
-                )
-            else:
+            if cmd.flag & RPC_ONEWAY:
                 log.debug("%s: oneway request %d without a handler", self.addr, cmd.code)
+            else:
+                self._respond(cmd, self._session.not_supported(cmd))
             return
         task = asyncio.get_running_loop().create_task(self._run_handler(handler, cmd))
         self._handler_tasks.add(task)
@@ -422,19 +398,14 @@ class Connection(asyncio.Protocol):
             response = await handler(self, cmd)
         except Exception as e:  # a handler bug must not kill the connection
             log.exception("%s: handler for request %d failed", self.addr, cmd.code)
-            response = cmd.make_response(
-                ResponseCode.SYSTEM_ERROR,
-                str(e),
-                language=CLIENT_LANGUAGE,
-                version=CLIENT_VERSION,
-            )
-        if response is not None and not cmd.is_oneway:
-            self._respond(response)
+            response = self._session.failed(cmd, str(e))
+        self._respond(cmd, response)
 
-    def _respond(self, response: RemotingCommand) -> None:
-        if self._lost_reason is None and self._transport is not None:
+    def _respond(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
+        parts = self._session.respond(request, response)
+        if parts is not None and self._lost_reason is None and self._transport is not None:
             if not self._transport.is_closing():
-                self._transport.writelines(encode_frame_parts(response))
+                self._transport.writelines(parts)
 
 
 class ConnectionPool:

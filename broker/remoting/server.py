@@ -1,6 +1,10 @@
 """The asyncio side of the remoting protocol: one ``Connection`` per TCP client, one server.
 
-The codecs in ``broker.protocol`` do the parsing; this module only moves bytes and dispatches.
+Each ``Connection`` is the asyncio adapter of a sans-I/O ``RemotingSession``
+(``broker.protocol.session``, shared with the SDK's connection and the broker's outbound one):
+the session decodes, numbers the requests the broker starts (CHECK_TRANSACTION_STATE,
+NOTIFY_CONSUMER_IDS_CHANGED), matches their answers and builds the error answers; this module
+only moves bytes and dispatches.
 A handler gets the request and its connection and returns the response, ``None`` (no answer,
 e.g. a oneway request) or an awaitable of either (long polling, a sync flush). Responses made
 synchronously while one read is processed are written together in one ``writelines``.
@@ -21,16 +25,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final
 
-from pocketmq.broker.protocol import (
-    FRAME_SIZE_MAX,
-    FrameDecoder,
-    RemoteProtocolError,
-    RemotingCommand,
-    ResponseCode,
-    encode_frame,
-    encode_frame_parts,
-)
-from pocketmq.broker.protocol.codes import RPC_ONEWAY
+from pocketmq.broker.protocol import FRAME_SIZE_MAX, RemotingCommand
+from pocketmq.broker.protocol.session import RemotingSession
 
 __all__ = ["Connection", "Handler", "RemotingServer", "ServerLimits"]
 
@@ -70,7 +66,10 @@ class Connection(asyncio.Protocol):
         self.id = next(self._ids)
         self.transport: asyncio.Transport | None = None
         self.remote_address = "?"
-        self.decoder = FrameDecoder(frame_size_max=server.limits.frame_size_max)
+        # requests, answers and opaque ids; the futures of the broker's own requests are tokens
+        self.session: RemotingSession[asyncio.Future[RemotingCommand]] = RemotingSession(
+            frame_size_max=server.limits.frame_size_max
+        )
         self.attributes: dict[str, Any] = {}
         self.closed = False
         self._pending_writes: list[bytes] | None = None
@@ -79,8 +78,6 @@ class Connection(asyncio.Protocol):
         self._reading_paused = False
         self._write_paused = False
         self._tasks: set[asyncio.Task[None]] = set()
-        self._opaque = itertools.count(1)
-        self._waiters: dict[int, asyncio.Future[RemotingCommand]] = {}
         self.last_activity = 0.0
 
     # -- asyncio.Protocol -------------------------------------------------------------------
@@ -96,19 +93,18 @@ class Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.last_activity = asyncio.get_running_loop().time()
-        try:
-            commands = self.decoder.feed(data)
-        except RemoteProtocolError as error:
+        requests, answers, error = self.session.receive_data(data)
+        if error is not None:
             log.warning("closing %s: %s", self.remote_address, error)
             self.close()
             return
+        for waiter, response in answers:
+            if not waiter.done():
+                waiter.set_result(response)
         self._pending_writes = []
         try:
-            for i, command in enumerate(commands, 1):
-                if command.is_response:
-                    self._response_received(command)
-                else:
-                    self._dispatch(command)
+            for i, request in enumerate(requests, 1):
+                self._dispatch(request)
                 if not i % RESPONSES_PER_WRITE and self._pending_writes:
                     pending, self._pending_writes = self._pending_writes, []
                     if self.transport is not None and not self.closed:
@@ -120,10 +116,9 @@ class Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        for waiter in self._waiters.values():
+        for waiter in self.session.connection_lost():
             if not waiter.done():
                 waiter.set_exception(ConnectionError(f"connection to {self.remote_address} lost"))
-        self._waiters.clear()
         for task in list(self._tasks):
             task.cancel()
         self.server._connection_lost(self)
@@ -141,13 +136,7 @@ class Connection(asyncio.Protocol):
     def _dispatch(self, request: RemotingCommand) -> None:
         handler = self.server.handlers.get(request.code)
         if handler is None:
-            self.send_response(
-                request,
-                request.make_response(
-                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
-                    f" request type {request.code} not supported",
-                ),
-            )
+            self.send_response(request, self.session.not_supported(request))
             return
         try:
             result = handler(request, self)
@@ -199,8 +188,7 @@ class Connection(asyncio.Protocol):
             "request code %s from %s failed", request.code, self.remote_address, exc_info=error
         )
         self.send_response(
-            request,
-            request.make_response(ResponseCode.SYSTEM_ERROR, f"{type(error).__name__}: {error}"),
+            request, self.session.failed(request, f"{type(error).__name__}: {error}")
         )
 
     def _update_reading(self) -> None:
@@ -219,13 +207,11 @@ class Connection(asyncio.Protocol):
     # -- writing ----------------------------------------------------------------------------
 
     def send_response(self, request: RemotingCommand, response: HandlerResult) -> None:
-        if response is None or request.flag & RPC_ONEWAY:
-            return  # a oneway request gets no answer, as in RocketMQ
-        if type(response) is bytes:
-            self.write(response)
-            return
-        # header and body apart: a pulled body goes to the socket without a copy
-        self.write(*encode_frame_parts(response))
+        # None for a oneway request (no answer, as in RocketMQ); a pulled body stays a part of
+        # its own, so it goes to the socket without a copy
+        parts = self.session.respond(request, response)
+        if parts is not None:
+            self.write(*parts)
 
     def write(self, *data: bytes) -> None:
         """Queue bytes (one frame, possibly in parts) for the client."""
@@ -249,25 +235,21 @@ class Connection(asyncio.Protocol):
             self.transport.writelines(corked)
 
     async def request(self, command: RemotingCommand, *, timeout_s: float = 3.0) -> RemotingCommand:
-        """Send a request to the client (e.g. CHECK_TRANSACTION_STATE) and await its answer."""
-        command.opaque = next(self._opaque)
-        waiter: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
-        self._waiters[command.opaque] = waiter
+        """Send a request to the client (e.g. CHECK_TRANSACTION_STATE) and await its answer;
+        ``TimeoutError`` after ``timeout_s``, ``ConnectionError`` if the connection is lost."""
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[RemotingCommand] = loop.create_future()
+        deadline = loop.time() + timeout_s
+        self.write(*self.session.send_request(command, waiter, deadline, timeout_s * 1000))
         try:
-            self.write(encode_frame(command))
-            return await asyncio.wait_for(waiter, timeout_s)
+            async with asyncio.timeout_at(deadline):
+                return await waiter
         finally:
-            self._waiters.pop(command.opaque, None)
+            self.session.forget(command.opaque, waiter)
 
     def send_oneway(self, command: RemotingCommand) -> None:
-        command.opaque = next(self._opaque)
-        command.flag |= RPC_ONEWAY
-        self.write(encode_frame(command))
-
-    def _response_received(self, response: RemotingCommand) -> None:
-        waiter = self._waiters.pop(response.opaque, None)
-        if waiter is not None and not waiter.done():
-            waiter.set_result(response)
+        """Send a request that gets no answer (NOTIFY_CONSUMER_IDS_CHANGED, a check-back)."""
+        self.write(*self.session.send_oneway(command))
 
     def close(self) -> None:
         if self.transport is not None and not self.closed:
