@@ -1,6 +1,7 @@
 """What producers, consumers and admin tools share: a client id, a connection pool, the
-route cache, and background tasks that stop with the client (RocketMQ's ``MQClientInstance``,
-one per SDK object here rather than one per process)."""
+route cache, and background tasks that stop with the client (``ClientCore``, RocketMQ's
+``MQClientInstance``, one per SDK object here rather than one per process), and the life cycle
+around it (``CoreClient``: start, close, ``async with``, the guards)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from .connection import ConnectionPool, check_response
 from .errors import ClientClosedError, RouteNotFoundError
 from .route import MASTER_ID, RouteClient
 
-__all__ = ["ClientCore", "local_ip"]
+__all__ = ["ClientCore", "CoreClient", "local_ip"]
 
 log = logging.getLogger("pocketmq.client")
 
@@ -194,33 +195,73 @@ class ClientCore:
 
 
 class CoreClient:
-    """The life cycle shared by the request/response clients (Admin, PullConsumer): one
-    ClientCore, ``start``/``close``, ``async with``, and a guard for calls before start."""
+    """The life cycle every client shares: Producer, TransactionProducer, SimpleConsumer,
+    PushConsumer, PullConsumer and Admin.
+
+    One ``ClientCore`` (client id ``ip@instance_name``, connections, routes, background
+    tasks); ``start()`` and ``close()``, both idempotent, and a client once closed stays
+    closed (``start()`` raises ``ClientClosedError``); ``async with`` (aiokafka's
+    ``__aenter__`` -> ``start()``); and ``_check_open()``, the guard at the top of every call
+    that needs a started client that is not closing (asyncpg's ``_check_open``).
+
+    A client fills in three hooks:
+
+    * ``_check_start()``: raises before anything starts (a consumer without a subscription,
+      a transaction producer without a checker); ``start()`` may then be called again;
+    * ``_start()``: runs once the client counts as started;
+    * ``_close()``: runs when ``close()`` begins (``_closing`` is set, ``_started`` tells
+      whether there is anything to undo); the core closes after it, whatever it raises.
+    """
 
     _kind = "client"
 
     def __init__(
         self,
-        namesrv: str | Sequence[str] | None,
+        namesrv: str | Sequence[str] | None = None,
         *,
-        request_timeout_ms: float,
-        instance_name: str | None,
-        client_ip: str | None,
+        instance_name: str | None = None,
+        client_ip: str | None = None,
+        request_timeout_ms: float = 3000,
+        **core_options: Any,
     ) -> None:
         self._core = ClientCore(
             namesrv=namesrv,
             instance_name=instance_name,
             client_ip=client_ip,
             request_timeout_ms=request_timeout_ms,
+            **core_options,
         )
         self._started = False
+        self._closing = False  # close() has begun: no new work
+        self._closed = False  # close() has finished
+
+    @property
+    def client_id(self) -> str:
+        """``ip@instance_name``: how brokers tell this client from others of its group."""
+        return self._core.client_id
+
+    @property
+    def instance_name(self) -> str:
+        return self._core.instance_name
 
     async def start(self) -> None:
-        self._core.check_open()
+        if self._closing:
+            raise ClientClosedError(f"{self._kind} is closed")
+        if self._started:
+            return
+        self._check_start()
         self._started = True
+        await self._start()
 
     async def close(self) -> None:
-        await self._core.close()
+        if self._closing:
+            return
+        self._closing = True
+        try:
+            await self._close()
+        finally:
+            self._closed = True
+            await self._core.close()
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -230,6 +271,20 @@ class CoreClient:
         await self.close()
 
     def _check_open(self) -> None:
+        if self._closing:
+            raise ClientClosedError(f"{self._kind} is closed")
         if not self._started:
-            raise ClientClosedError(f"{self._kind} is not started")
-        self._core.check_open()
+            raise ClientClosedError(
+                f"{self._kind} is not started: call start() or use 'async with'"
+            )
+
+    # -- hooks -------------------------------------------------------------------------------
+
+    def _check_start(self) -> None:
+        """Raise if the client cannot start as configured."""
+
+    async def _start(self) -> None:
+        """Start the client's background work."""
+
+    async def _close(self) -> None:
+        """Stop the client's work and say goodbye to the brokers."""

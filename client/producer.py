@@ -45,11 +45,10 @@ from pocketmq.broker.protocol.headers import (
 from pocketmq.broker.protocol.message_codec import encode_batch_texts, encode_properties
 from pocketmq.ids import UniqIdGenerator, V5IdGenerator
 
-from ._core import ClientCore
+from ._core import CoreClient
 from .connection import CLIENT_LANGUAGE, CLIENT_VERSION, check_response, make_request
 from .errors import (
     BrokerError,
-    ClientClosedError,
     ClientError,
     ClientUsageError,
     ConnectionLostError,
@@ -100,7 +99,7 @@ _STATUS_BY_CODE: Final = {
 _Pick = Callable[[TopicRoute, str | None], MessageQueue]
 
 
-class Producer:
+class Producer(CoreClient):
     """Sends messages; an async context manager (``start()`` / ``close()``).
 
     Options (keyword-only):
@@ -115,6 +114,8 @@ class Producer:
     * ``requests_inflight_max`` (1024): per connection, requests waiting for a response
     * ``instance_name``: the part after ``@`` of the client id (default ``pid#nanotime``)
     """
+
+    _kind = "producer"
 
     def __init__(
         self,
@@ -144,8 +145,8 @@ class Producer:
         self.max_message_size = max_message_size
         self.default_topic_queue_nums = default_topic_queue_nums
         self.heartbeat_interval_s = heartbeat_interval_s
-        self._core = ClientCore(
-            namesrv=namesrv,
+        super().__init__(
+            namesrv,
             instance_name=instance_name,
             client_ip=client_ip,
             request_timeout_ms=send_timeout_ms,
@@ -160,50 +161,22 @@ class Producer:
         self._valid_topics: set[str] = set()  # checked once, not on every send
         self._send_templates: dict[MessageQueue, tuple[tuple[str, int], dict[str, str]]] = {}
         self._heartbeats: dict[str, asyncio.Task[None]] = {}
-        self._started = False
-        self._closed = False
 
-    # -- life cycle --------------------------------------------------------------------------
+    # -- life cycle (start, close, async with: CoreClient) -----------------------------------
 
-    @property
-    def client_id(self) -> str:
-        return self._core.client_id
-
-    async def start(self) -> None:
-        if self._closed:
-            raise ClientClosedError("producer is closed")
-        if self._started:
-            return
-        self._started = True
+    async def _start(self) -> None:
         core = self._core
         core.every(self.heartbeat_interval_s, self._heartbeat_all, name="producer-heartbeat")
         core.every(core.routes.refresh_interval_s, core.routes.refresh, name="producer-routes")
 
-    async def close(self) -> None:
-        """Stop heartbeats, unregister from the brokers, close connections. Idempotent."""
-        if self._closed:
-            return
-        self._closed = True
+    async def _close(self) -> None:
+        """Stop heartbeats, unregister from the brokers (then the connections close)."""
         await self._core.stop_tasks()
         for task in self._heartbeats.values():
             task.cancel()
         await asyncio.gather(*self._heartbeats.values(), return_exceptions=True)
         if self._started:
             await self._unregister()
-        await self._core.close()
-
-    async def __aenter__(self) -> Producer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ClientClosedError("producer is closed")
-        if not self._started:
-            raise ClientClosedError("producer is not started: call start() or use 'async with'")
 
     # -- messages ----------------------------------------------------------------------------
 

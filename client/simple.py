@@ -57,7 +57,7 @@ from pocketmq.broker.protocol.headers import (
 )
 from pocketmq.broker.protocol.message_codec import decode_messages
 
-from ._core import ClientCore
+from ._core import CoreClient
 from ._duration import seconds_to_ms
 from .connection import check_response, make_request
 from .errors import (
@@ -172,7 +172,7 @@ def messages_from_pop(response: RemotingCommand, broker_name: str) -> list[Recei
     return out
 
 
-class SimpleConsumer:
+class SimpleConsumer(CoreClient):
     """A POP consumer; an async context manager (``start()`` / ``close()``).
 
     Options (keyword-only):
@@ -185,6 +185,8 @@ class SimpleConsumer:
     * ``request_timeout_ms`` (3000): other requests; a receive may take ``await_duration_s``
       more
     """
+
+    _kind = "consumer"
 
     def __init__(
         self,
@@ -209,29 +211,23 @@ class SimpleConsumer:
             raise ClientUsageError("await_duration_s must be >= 0")
         self.await_duration_ms = int(await_duration_s * 1000)
         self.invisible_duration_ms = seconds_to_ms(invisible_duration_s, "invisible_duration_s")
-        self._core = ClientCore(
-            namesrv=namesrv,
+        super().__init__(
+            namesrv,
             instance_name=instance_name,
             client_ip=client_ip,
             request_timeout_ms=request_timeout_ms,
         )
         self._subscriptions: dict[str, TagExpression] = {}
         self._turn = itertools.count()
-        self._started = False
-        self._closed = False
         for topic, expression in (subscriptions or {}).items():
             self.subscribe(topic, expression)
-
-    @property
-    def client_id(self) -> str:
-        return self._core.client_id
 
     @property
     def subscriptions(self) -> dict[str, str]:
         return {topic: expr.expression for topic, expr in self._subscriptions.items()}
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
-        if self._closed:
+        if self._closing:
             raise ClientClosedError("consumer is closed")
         validate_topic(topic)
         if topic.startswith(RETRY_TOPIC_PREFIX):
@@ -241,38 +237,16 @@ class SimpleConsumer:
     def unsubscribe(self, topic: str) -> None:
         self._subscriptions.pop(topic, None)
 
-    # -- life cycle --------------------------------------------------------------------------
+    # -- life cycle (start, close, async with: CoreClient) -----------------------------------
+    # close() only closes the connections: messages not acknowledged come back after their loan.
 
-    async def start(self) -> None:
-        if self._closed:
-            raise ClientClosedError("consumer is closed")
-        if self._started:
-            return
+    def _check_start(self) -> None:
         if not self._subscriptions:
             raise ClientUsageError("subscribe to at least one topic before start()")
-        self._started = True
+
+    async def _start(self) -> None:
         core = self._core
         core.every(core.routes.refresh_interval_s, core.routes.refresh, name="simple-routes")
-
-    async def close(self) -> None:
-        """Close the connections. Messages not acknowledged come back after their loan."""
-        if self._closed:
-            return
-        self._closed = True
-        await self._core.close()
-
-    async def __aenter__(self) -> SimpleConsumer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ClientClosedError("consumer is closed")
-        if not self._started:
-            raise ClientClosedError("consumer is not started: call start() or use 'async with'")
 
     # -- receive -----------------------------------------------------------------------------
 

@@ -252,13 +252,13 @@ class TransactionProducer(Producer):
         if not callable(self.checker):
             raise ClientUsageError(f"checker must be an async callable, got {self.checker!r}")
 
-    async def start(self) -> None:
-        """Check the options, then heartbeat the group to every master broker."""
+    def _check_start(self) -> None:
         self._require_checker()
-        was_started = self._started
-        await super().start()
-        if not was_started:
-            await self._discover_brokers()
+
+    async def _start(self) -> None:
+        """Heartbeat the group to every master broker, so that they can check back."""
+        await super()._start()
+        await self._discover_brokers()
 
     async def _discover_brokers(self) -> None:
         """Heartbeat every master broker the name server knows that has not had one yet."""
@@ -314,7 +314,7 @@ class TransactionProducer(Producer):
                 mq,
                 properties,
                 flag=message.flag,
-                sys_flag=int(MessageSysFlag.TRANSACTION_PREPARED),
+                sys_flag=int(MessageSysFlag.TRANSACTION_PREPARED_TYPE),
             )
             return make_request(RequestCode.SEND_MESSAGE_V2, header, body=body)
 
@@ -403,7 +403,7 @@ class TransactionProducer(Producer):
         if group is not None and group != self.group:
             log.warning("%s: check for producer group %r, not %r", conn.addr, group, self.group)
             return None
-        if self._closed or self.checker is None:
+        if self._closing or self.checker is None:
             return None
         view = ReceivedMessage.from_ext(
             half, MessageQueue(half.topic, request.broker_name or "", half.queue_id)
