@@ -22,6 +22,7 @@ import msgspec
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.handlers import admin, clients, inspect, pop, pull, retry, send, transaction
+from pocketmq.broker.handlers.transaction import RemotingCheckSource
 from pocketmq.broker.namesrv import NameServer
 from pocketmq.broker.protocol import RemotingCommand, RequestCode, ResponseCode
 from pocketmq.broker.protocol.headers import (
@@ -47,24 +48,23 @@ from pocketmq.broker.services.locks import LockManager
 from pocketmq.broker.services.long_polling import PullHoldService
 from pocketmq.broker.services.offsets import OffsetManager
 from pocketmq.broker.services.pop import PopService
+from pocketmq.broker.services.pull import PullService
 from pocketmq.broker.services.retention import RetentionPolicy, RetentionService
-from pocketmq.broker.services.schedule import DelayError, ScheduleService
-from pocketmq.broker.services.timer import TIMER_PROPERTIES, TimerError, TimerService
+from pocketmq.broker.services.retry import RetryService
+from pocketmq.broker.services.schedule import ScheduleService
+from pocketmq.broker.services.send import SendService
+from pocketmq.broker.services.timer import TimerService
 from pocketmq.broker.services.topics import TopicManager
 from pocketmq.broker.services.transactions import TransactionService
+from pocketmq.broker.services.writer import MessageWriter
 from pocketmq.ids import offset_msg_id_from_packed
-from pocketmq.store.errors import StoreError
-from pocketmq.store.message_store import MessageStore, PutMessage, PutResult
-from pocketmq.store.record import Host, SysFlag
+from pocketmq.store.message_store import MessageStore
+from pocketmq.store.record import Host
 
 if TYPE_CHECKING:
     from pocketmq.broker.grpc.server import GrpcFrontend
 
 __all__ = ["Broker"]
-
-# What makes put_message more than a store.put: a delay level or a timer property.
-_SPECIAL_PROPERTIES = frozenset(("DELAY", *TIMER_PROPERTIES))
-_TX_MASK = int(SysFlag.TRANSACTION_MASK)
 
 log = logging.getLogger("pocketmq.broker")
 
@@ -110,6 +110,10 @@ class Broker:
         self.offsets: OffsetManager
         self.groups: GroupManager
         self.flush: FlushService
+        self.pulls: PullService
+        self.writer: MessageWriter
+        self.send: SendService
+        self.retry: RetryService
         self.schedule: ScheduleService
         self.timer: TimerService
         self.retention: RetentionService
@@ -178,24 +182,69 @@ class Broker:
             timeout_ms=config.sync_flush_timeout_ms,
         )
         self.flush.start()
+        # The services, each given what it uses: none holds the broker.
+        self.writer = MessageWriter(self.store, now_ms=self.clock_ms, arrived=self.holds.notify)
+        timed = {
+            "scheduler": self.scheduler,
+            "now_ms": self.clock_ms,
+            "put": self.writer.put_internal,
+        }
         self.schedule = ScheduleService(
-            self, config_dir / "delayOffset.json" if config_dir else None
+            self.store, **timed, path=config_dir / "delayOffset.json" if config_dir else None
         )
-        self.schedule.start()
         self.timer = TimerService(
-            self,
-            config_dir / "timerCheck.json" if config_dir else None,
+            self.store,
+            **timed,
+            path=config_dir / "timerCheck.json" if config_dir else None,
             max_delay_ms=config.timer_max_delay_ms,
         )
-        self.timer.start()
-        self.pop = PopService(self)
-        self.pop.start()
         self.transactions = TransactionService(
-            self,
+            self.store,
+            **timed,
+            topics=self.topics,
+            offset_msg_id=self.offset_msg_id,
             timeout_ms=config.transaction_timeout_ms,
             check_interval_ms=config.transaction_check_interval_ms,
             check_max=config.transaction_check_max,
         )
+        self.transactions.check_sources.append(
+            RemotingCheckSource(
+                self.clients, self.offset_msg_id, config.broker_name, self.store.config.limits
+            )
+        )
+        self.writer.attach(self.schedule, self.timer, self.transactions)
+        self.retry = RetryService(
+            self.store,
+            topics=self.topics,
+            groups=self.groups,
+            put=self.writer.put_internal,
+            put_logged=self.writer.put_logged,
+        )
+        self.send = SendService(
+            self.store,
+            topics=self.topics,
+            writer=self.writer,
+            retry=self.retry,
+            permission=lambda: config.broker_permission,
+            address=config.address,
+            batch_size_max=config.batch_size_max,
+        )
+        self.pop = PopService(
+            store=self.store,
+            **timed,
+            arrived=self.holds.notify,
+            topics=self.topics,
+            groups=self.groups,
+            offsets=self.offsets,
+            retry=self.retry,
+            cluster_name=config.cluster_name,
+            broker_name=config.broker_name,
+            in_flight_max=config.pop_in_flight_max,
+        )
+        self.pulls = PullService(topics=self.topics, groups=self.groups, clients=self.clients)
+        self.schedule.start()
+        self.timer.start()
+        self.pop.start()
         self.transactions.start()
         if config.grpc_port is not None:
             await self._start_grpc()
@@ -313,56 +362,6 @@ class Broker:
 
     def schedule_registration(self) -> None:
         self._register_now.set()
-
-    def put_message(self, message: PutMessage, properties: dict[str, str]) -> PutResult:
-        """Store a message as a send does: a delay level sends it through the schedule topic.
-        Raises DelayError for a bad DELAY, and the store's errors."""
-        if not message.sysflag & _TX_MASK and _SPECIAL_PROPERTIES.isdisjoint(properties):
-            # A plain message (no transaction, delay or timer): the path of nearly every send.
-            result = self.store.put(message)
-            self.message_arrived(message.topic, message.queue_id)
-            return result
-        level = self.schedule.level_of(properties)
-        tx_type = message.sysflag & SysFlag.TRANSACTION_MASK
-        if tx_type == SysFlag.TRANSACTION_PREPARED_TYPE:
-            half = self.transactions.prepare(message, properties)
-            result = self.store.put(half)
-            assert half.properties is not None
-            self.transactions.stored(
-                result.physical_offset,
-                result.queue_offset,
-                half.properties,
-                result.store_timestamp,  # the broker's clock: it is what the manual clock moves
-            )
-            return result
-        if tx_type in (SysFlag.TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE):
-            if level:
-                # A delay level wins over the timer properties, which are dropped (HookUtils).
-                for name in TIMER_PROPERTIES:
-                    properties.pop(name, None)
-                result = self.store.put(self.schedule.transform(message, properties, level))
-                self.schedule.stored(level, result.physical_offset, result.store_timestamp)
-                return result
-            deliver_ms = self.timer.deliver_ms_of(properties, self.now_ms())
-            if deliver_ms is not None and deliver_ms > self.now_ms():
-                result = self.store.put(self.timer.transform(message, properties, deliver_ms))
-                self.timer.stored(result.physical_offset, deliver_ms)
-                return result
-        result = self.store.put(message)
-        self.message_arrived(message.topic, message.queue_id)
-        return result
-
-    def put_internal(self, message: PutMessage) -> PutResult:
-        """A message the broker writes itself (deliveries, retries, DLQ)."""
-        assert message.properties is not None
-        return self.put_message(message, message.properties)
-
-    def put_from_client(self, message: PutMessage) -> PutResult | None:
-        try:
-            return self.put_internal(message)
-        except (StoreError, DelayError, TimerError) as error:
-            log.error("could not store a message for %s: %s", message.topic, error)
-            return None
 
     # -- handlers ----------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from pocketmq.broker.errors import BrokerError
 from pocketmq.broker.grpc.auth import AuthError, check_signature
 from pocketmq.broker.grpc.convert import (
     GrpcStatusError,
@@ -27,6 +28,7 @@ from pocketmq.broker.grpc.convert import (
     to_message,
     to_put_message,
 )
+from pocketmq.broker.grpc.errors import status_of
 from pocketmq.broker.grpc.sessions import (
     DEFAULT_INVISIBLE_MS,
     TELEMETRY_QUEUE_MAX,
@@ -35,11 +37,9 @@ from pocketmq.broker.grpc.sessions import (
     settings_reply,
 )
 from pocketmq.broker.grpc.stubs import definition_pb2, service_pb2, service_pb2_grpc
-from pocketmq.broker.handlers.pull import parse_tag_expression
 from pocketmq.broker.services.groups import validate_group_name
 from pocketmq.broker.services.pop import INVISIBLE_MS_MAX, PopError
-from pocketmq.broker.services.schedule import DelayError
-from pocketmq.broker.services.timer import TimerError
+from pocketmq.broker.services.pull import parse_tag_expression
 from pocketmq.broker.services.topics import (
     NOT_ALLOWED_SEND_TOPICS,
     PERM_READ,
@@ -47,8 +47,7 @@ from pocketmq.broker.services.topics import (
     is_system_topic,
     validate_topic_name,
 )
-from pocketmq.broker.services.transactions import COMMIT, ROLLBACK, HalfMessage, TransactionError
-from pocketmq.store.errors import LimitExceededError, StoreError, StoreFullError
+from pocketmq.broker.services.transactions import COMMIT, ROLLBACK, HalfMessage
 from pocketmq.store.javahash import java_string_hash
 from pocketmq.store.record import Host, MessageRecord, decode_record
 
@@ -76,12 +75,6 @@ _SENDABLE = {
     "DELAY": {MessageType.DELAY},
     "TRANSACTION": {MessageType.TRANSACTION},
     "MIXED": {MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY, MessageType.TRANSACTION},
-}
-_POP_CODES = {
-    17: Code.TOPIC_NOT_FOUND,
-    209: Code.TOO_MANY_REQUESTS,
-    29: Code.INVALID_RECEIPT_HANDLE,
-    604: Code.INVALID_RECEIPT_HANDLE,
 }
 
 
@@ -172,6 +165,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             return result
         except GrpcStatusError as error:
             return response_type(status=_status(error.code, str(error)))
+        except BrokerError as error:  # a service's refusal, in the front's own codes
+            return response_type(status=status_of(error))
         except Exception as error:  # one client's request never takes the broker down
             log.exception("gRPC %s failed", response_type.__name__)
             return response_type(status=_status(Code.INTERNAL_ERROR, f"internal error: {error}"))
@@ -384,9 +379,10 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
         if len(request.messages) == 0:
             raise GrpcStatusError(Code.MESSAGE_CORRUPTED, "no message to send")
         topic_name = request.messages[0].topic.name
+        sender = self.broker.send
         config = self._topic(topic_name, for_write=True)
-        if not config.perm & PERM_WRITE or not self.broker.config.broker_permission & PERM_WRITE:
-            raise GrpcStatusError(Code.FORBIDDEN, f"sending to topic {topic_name} is forbidden")
+        sender.check_topic(topic_name)
+        sender.check_writable(config)
         sendable = _SENDABLE.get(topic_message_type(config), set())
         now = self.broker.now_ms()
         messages = []
@@ -424,18 +420,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             put.queue_id = queue_id
             properties = put.properties
             assert properties is not None
-            try:
-                result = self.broker.put_message(put, properties)
-            except (DelayError, TimerError, LimitExceededError) as error:
-                raise GrpcStatusError(Code.BAD_REQUEST, str(error)) from None
-            except StoreFullError as error:
-                raise GrpcStatusError(
-                    Code.INTERNAL_SERVER_ERROR, f"service not available now: disk full ({error})"
-                ) from None
-            except StoreError as error:
-                raise GrpcStatusError(
-                    Code.INTERNAL_SERVER_ERROR, f"store refused the message: {error}"
-                ) from None
+            result = sender.put(put, properties)
             message_id = properties["UNIQ_KEY"]
             deliver = properties.get("TIMER_DELIVER_MS")
             entries.append(
@@ -508,16 +493,12 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             outcome = {resolution.COMMIT: COMMIT, resolution.ROLLBACK: ROLLBACK}.get(
                 request.resolution, 0
             )
-            try:
-                self.broker.transactions.end(
-                    half.physical_offset,
-                    half.producer_group,
-                    outcome,
-                    from_check=request.source
-                    == definition_pb2.TransactionSource.SOURCE_SERVER_CHECK,
-                )
-            except TransactionError as error:
-                raise GrpcStatusError(Code.BAD_REQUEST, str(error)) from None
+            self.broker.transactions.end(
+                half.physical_offset,
+                half.producer_group,
+                outcome,
+                from_check=request.source == definition_pb2.TransactionSource.SOURCE_SERVER_CHECK,
+            )
             return pb.EndTransactionResponse(status=_ok())
 
         return await self._unary(pb.EndTransactionResponse, context, work)
@@ -539,9 +520,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             try:
                 popped = self.broker.pop.pop(group, topic, -1, batch, invisible_ms, fifo, tags)
             except PopError as error:
-                yield pb.ReceiveMessageResponse(
-                    status=_status(_POP_CODES.get(error.code, Code.BAD_REQUEST), str(error))
-                )
+                yield pb.ReceiveMessageResponse(status=status_of(error))
                 return
             if popped:
                 break
@@ -646,7 +625,7 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                     status = _ok()
                     self.sessions.forget(call.client_id, group, entry.message_id)
                 except PopError as error:
-                    status = _status(_POP_CODES.get(error.code, Code.BAD_REQUEST), str(error))
+                    status = status_of(error)
                 results.append(
                     pb.AckMessageResultEntry(
                         message_id=entry.message_id,
@@ -678,14 +657,9 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             handle = self.sessions.current_handle(
                 call.client_id, group, request.message_id, request.receipt_handle
             )
-            try:
-                new = self.broker.pop.change_invisible(
-                    group, request.topic.name, handle, max(invisible_ms, 1)
-                )
-            except PopError as error:
-                raise GrpcStatusError(
-                    _POP_CODES.get(error.code, Code.BAD_REQUEST), str(error)
-                ) from None
+            new = self.broker.pop.change_invisible(
+                group, request.topic.name, handle, max(invisible_ms, 1)
+            )
             # The consumer took the message back (a nack): the broker stops renewing it.
             self.sessions.forget(call.client_id, group, request.message_id)
             return pb.ChangeInvisibleDurationResponse(status=_ok(), receipt_handle=str(new))
@@ -699,21 +673,16 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
             handle = self.sessions.current_handle(
                 call.client_id, group, request.message_id, request.receipt_handle
             )
-            try:
-                self.broker.pop.forward_to_dead_letter(
-                    group,
-                    request.topic.name,
-                    handle,
-                    by="the consumer (ForwardMessageToDeadLetterQueue)",
-                    reason=(
-                        f"gave up at delivery attempt {request.delivery_attempt} of "
-                        f"{request.max_delivery_attempts}"
-                    ),
-                )
-            except PopError as error:
-                raise GrpcStatusError(
-                    _POP_CODES.get(error.code, Code.BAD_REQUEST), str(error)
-                ) from None
+            self.broker.pop.forward_to_dead_letter(
+                group,
+                request.topic.name,
+                handle,
+                by="the consumer (ForwardMessageToDeadLetterQueue)",
+                reason=(
+                    f"gave up at delivery attempt {request.delivery_attempt} of "
+                    f"{request.max_delivery_attempts}"
+                ),
+            )
             self.sessions.forget(call.client_id, group, request.message_id)
             return pb.ForwardMessageToDeadLetterQueueResponse(status=_ok())
 

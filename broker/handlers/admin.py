@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pocketmq.broker.handlers.common import bad_request
+from pocketmq.broker.handlers.common import bad_request, error_response
 from pocketmq.broker.protocol import (
     MalformedBodyError,
     MalformedHeaderError,
@@ -186,7 +186,7 @@ def handle_create_topic(
             attributes=attributes,
         )
     except TopicError as error:
-        return request.make_response(error.code, str(error))
+        return error_response(request, error)
     broker.schedule_registration()
     return request.make_response(ResponseCode.SUCCESS)
 

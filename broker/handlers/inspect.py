@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from pocketmq.broker.handlers.retry import dlq_topic, first_delivery
 from pocketmq.broker.protocol import RemotingCommand, ResponseCode
 from pocketmq.broker.remoting.server import Connection
+from pocketmq.broker.services.retry import dlq_topic
 from pocketmq.ids import offset_msg_id_from_packed
 from pocketmq.store.errors import CorruptRecordError, OffsetOutOfRangeError, StoreError
 from pocketmq.store.message_store import copy_of
@@ -105,7 +105,7 @@ def _dlq_records(broker: Broker, group: str) -> list[MessageRecord]:
 def _why_dead(broker: Broker, record: MessageRecord) -> str:
     """Why a dead letter is one: the state reason of the message as first sent (a DLQ copy
     itself is available, so that the group's DLQ consumers get it)."""
-    original = first_delivery(broker, record.properties)
+    original = broker.retry.first_delivery(record.properties)
     change = broker.store.state_change_of(original) if original is not None else None
     return change.reason if change is not None else ""
 
@@ -160,7 +160,7 @@ def _resend(broker: Broker, record: MessageRecord) -> dict[str, Any]:
     properties = dict(record.properties)
     properties.pop("WAIT", None)
     try:
-        result = broker.put_internal(
+        result = broker.writer.put_internal(
             copy_of(
                 record,
                 topic=topic,

@@ -6,8 +6,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from pocketmq.broker.handlers.common import bad_request
-from pocketmq.broker.handlers.pull import parse_tag_expression
+from pocketmq.broker.handlers.common import bad_request, error_response
 from pocketmq.broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
 from pocketmq.broker.protocol.headers import (
     AckMessageRequestHeader,
@@ -18,6 +17,7 @@ from pocketmq.broker.protocol.headers import (
 )
 from pocketmq.broker.remoting.server import Connection
 from pocketmq.broker.services.pop import PopError, PoppedMessage
+from pocketmq.broker.services.pull import parse_tag_expression
 
 if TYPE_CHECKING:
     from pocketmq.broker.app import Broker
@@ -60,7 +60,7 @@ def handle_pop(
     try:
         popped = attempt()
     except PopError as error:
-        return request.make_response(error.code, str(error))
+        return error_response(request, error)
     if popped or header.poll_time <= 0:
         return _response(broker, request, header, popped, ResponseCode.PULL_NOT_FOUND)
     if not broker.holds.can_hold():
@@ -80,7 +80,7 @@ def handle_pop(
             try:
                 found = attempt()
             except PopError as error:
-                return request.make_response(error.code, str(error))
+                return error_response(request, error)
             if found:
                 return _response(broker, request, header, found, ResponseCode.POLLING_TIMEOUT)
             remaining = deadline - loop.time()
@@ -137,7 +137,7 @@ def handle_ack(broker: Broker, request: RemotingCommand, connection: Connection)
     try:
         broker.pop.ack(header.consumer_group, header.topic, header.extra_info)
     except PopError as error:
-        return request.make_response(error.code, str(error))
+        return error_response(request, error)
     return request.make_response(ResponseCode.SUCCESS)
 
 
@@ -153,7 +153,7 @@ def handle_change_invisible(
             header.consumer_group, header.topic, header.extra_info, header.invisible_time
         )
     except PopError as error:
-        return request.make_response(error.code, str(error))
+        return error_response(request, error)
     ext = ChangeInvisibleTimeResponseHeader(
         pop_time=handle.pop_time, invisible_time=handle.invisible_ms, revive_qid=handle.revive_qid
     ).to_ext_fields()

@@ -8,30 +8,23 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
+from pocketmq.broker.errors import BrokerError
+from pocketmq.broker.handlers.common import error_response
 from pocketmq.broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
 from pocketmq.broker.protocol.codes import PullSysFlag
 from pocketmq.broker.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from pocketmq.broker.remoting.server import Connection
-from pocketmq.broker.services.topics import PERM_READ
-from pocketmq.store.javahash import java_string_hash
 from pocketmq.store.message_store import GetResult, GetStatus
 
 if TYPE_CHECKING:
     from pocketmq.broker.app import Broker
 
-__all__ = ["handle_pull", "parse_tag_expression"]
+__all__ = ["handle_pull"]
 
 # Plain ints: ``int & IntFlag`` runs the flag's Python ``__rand__``, several times per pull.
 _SUBSCRIPTION = int(PullSysFlag.SUBSCRIPTION)
 _COMMIT_OFFSET = int(PullSysFlag.COMMIT_OFFSET)
 _SUSPEND = int(PullSysFlag.SUSPEND)
-
-
-def parse_tag_expression(expression: str | None) -> set[int] | None:
-    """``"*"`` or empty -> None (everything); ``"A || B"`` -> the tags' hash codes."""
-    if expression is None or expression.strip() in ("", "*"):
-        return None
-    return {java_string_hash(tag.strip()) for tag in expression.split("||") if tag.strip()}
 
 
 def _status_code(result: GetResult, requested_offset: int) -> int:
@@ -56,41 +49,16 @@ def handle_pull(
         header = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
         return request.make_response(ResponseCode.SYSTEM_ERROR, f"bad pull header: {error}")
-    if broker.groups.find_or_create(header.consumer_group) is None:
-        return request.make_response(
-            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-            f"subscription group [{header.consumer_group}] does not exist",
+    pulls = broker.pulls
+    try:
+        pulls.readable_queue(header.consumer_group, header.topic, header.queue_id)
+        tags = (
+            pulls.tags_of_expression(header.subscription, header.expression_type)
+            if header.sys_flag & _SUBSCRIPTION
+            else pulls.tags_of_subscription(header.consumer_group, header.topic)
         )
-    config = broker.topics.get(header.topic)
-    if config is None:
-        return request.make_response(
-            ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist, apply first please!"
-        )
-    if not config.perm & PERM_READ:
-        return request.make_response(
-            ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] pulling message is forbidden"
-        )
-    if not 0 <= header.queue_id < config.read_queue_nums:
-        return request.make_response(
-            ResponseCode.SYSTEM_ERROR,
-            f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] topicConfig.readQueueNums:[{config.read_queue_nums}]",
-        )
-    if header.sys_flag & _SUBSCRIPTION:
-        if (header.expression_type or "TAG") != "TAG":
-            return request.make_response(
-                ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                f"expression type {header.expression_type} is not supported",
-            )
-        tags = parse_tag_expression(header.subscription)
-    else:
-        group = broker.clients.group(header.consumer_group)
-        subscription = group.subscriptions.get(header.topic) if group is not None else None
-        if subscription is None:
-            return request.make_response(
-                ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                f"the consumer's subscription of {header.topic} does not exist; send a heartbeat first",
-            )
-        tags = parse_tag_expression(subscription.sub_string)
+    except BrokerError as error:
+        return error_response(request, error)
     if header.sys_flag & _COMMIT_OFFSET and header.commit_offset >= 0:
         broker.offsets.commit(
             header.consumer_group, header.topic, header.queue_id, header.commit_offset

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import random
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 import msgspec
 
+from pocketmq.broker.errors import BrokerError, Kind
+from pocketmq.broker.handlers.common import error_response
 from pocketmq.broker.protocol import (
     MalformedBodyError,
     MalformedHeaderError,
@@ -23,10 +24,6 @@ from pocketmq.broker.protocol.message_codec import (
     is_canonical_properties,
 )
 from pocketmq.broker.remoting.server import Connection
-from pocketmq.broker.services.schedule import DelayError
-from pocketmq.broker.services.timer import TimerError
-from pocketmq.broker.services.topics import NOT_ALLOWED_SEND_TOPICS, PERM_WRITE, validate_topic_name
-from pocketmq.store.errors import LimitExceededError, StoreError, StoreFullError
 from pocketmq.store.message_store import PutMessage, PutResult
 from pocketmq.store.record import Host, encode_properties
 
@@ -79,67 +76,43 @@ def handle_send(
         header = parse_send_message_header(request.code, request.ext_fields)
     except MalformedHeaderError as error:
         return _refuse(request, ResponseCode.SYSTEM_ERROR, f"bad send header: {error}")
-    problem = _check_topic(broker, header)
-    if problem is not None:
-        return _refuse(request, *problem)
-    config = broker.topics.create_on_send(header.topic, header.default_topic_queue_nums)
-    if config is None:
-        return _refuse(
-            request,
-            ResponseCode.TOPIC_NOT_EXIST,
-            f"topic[{header.topic}] not exist, apply first please! (auto-create is off)",
-        )
-    if not config.perm & PERM_WRITE:
-        return _refuse(
-            request, ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] sending is forbidden"
-        )
-    queue_id = header.queue_id
-    if queue_id < 0:
-        queue_id = random.randrange(config.write_queue_nums)
-    elif queue_id >= config.write_queue_nums:
-        return _refuse(
-            request,
-            ResponseCode.SYSTEM_ERROR,
-            f"request queueId[{queue_id}] is illegal, topic {header.topic} has {config.write_queue_nums} write queues",
-        )
-    body = request.body or b""
-    born_host = _born_host(connection)
-    if request.code == _SEND_BATCH_MESSAGE or header.batch:
-        return _send_batch(broker, request, connection, header, queue_id, body, born_host)
-    properties = decode_properties(header.properties) if header.properties else {}
-    topic = header.topic
-    if topic.startswith("%RETRY%"):
-        # A consumer's own retry copy (its fallback when CONSUMER_SEND_MSG_BACK failed): past the
-        # maximum reconsume times it goes to the group's DLQ (SendMessageProcessor).
-        topic, queue_id = _retry_or_dlq(broker, header, properties, queue_id)
-    message = PutMessage(
-        topic=topic,
-        body=body,
-        queue_id=queue_id,
-        flag=header.flag,
-        properties=properties,
-        properties_text=(header.properties or "")
-        if topic == header.topic
-        else encode_properties(properties),
-        sysflag=header.sys_flag,
-        born_timestamp=header.born_timestamp,
-        born_host=born_host,
-        reconsume_times=header.reconsume_times or 0,
-    )
+    sender = broker.send
     try:
-        result = broker.put_message(message, properties)
-    except (DelayError, TimerError) as error:
-        return _refuse(request, ResponseCode.MESSAGE_ILLEGAL, str(error))
-    except LimitExceededError as error:
-        return _refuse(request, ResponseCode.MESSAGE_ILLEGAL, str(error))
-    except StoreFullError as error:
-        return _refuse(
-            request,
-            ResponseCode.SERVICE_NOT_AVAILABLE,
-            f"service not available now: disk full ({error})",
+        config = sender.topic_for_send(header.topic, header.default_topic_queue_nums)
+        queue_id = sender.queue_of(config, header.queue_id)
+        body = request.body or b""
+        born_host = _born_host(connection)
+        if request.code == _SEND_BATCH_MESSAGE or header.batch:
+            return _send_batch(broker, request, connection, header, queue_id, body, born_host)
+        properties = decode_properties(header.properties) if header.properties else {}
+        topic = header.topic
+        if topic.startswith("%RETRY%"):
+            # A consumer's own retry copy (its fallback when CONSUMER_SEND_MSG_BACK failed):
+            # past the maximum reconsume times it goes to the group's DLQ.
+            topic, queue_id = broker.retry.retry_or_dlq(
+                topic,
+                properties,
+                queue_id,
+                reconsume_times=header.reconsume_times or 0,
+                max_reconsume_times=header.max_reconsume_times,
+            )
+        message = PutMessage(
+            topic=topic,
+            body=body,
+            queue_id=queue_id,
+            flag=header.flag,
+            properties=properties,
+            properties_text=(header.properties or "")
+            if topic == header.topic
+            else encode_properties(properties),
+            sysflag=header.sys_flag,
+            born_timestamp=header.born_timestamp,
+            born_host=born_host,
+            reconsume_times=header.reconsume_times or 0,
         )
-    except StoreError as error:
-        return _refuse(request, ResponseCode.SYSTEM_ERROR, f"store refused the message: {error}")
+        result = sender.put(message, properties)
+    except BrokerError as error:
+        return error_response(request, error)
     ext = _response_ext(
         _offset_msg_id(broker, connection, result.physical_offset),
         queue_id,
@@ -159,22 +132,14 @@ def _send_batch(
     body: bytes,
     born_host: Host,
 ) -> RemotingCommand | bytes | Awaitable[RemotingCommand]:
-    if header.topic.startswith("%RETRY%"):
-        return _refuse(
-            request, ResponseCode.MESSAGE_ILLEGAL, "batch request does not support retry group"
-        )
-    if len(body) > broker.config.batch_size_max:
-        return _refuse(
-            request,
-            ResponseCode.MESSAGE_ILLEGAL,
-            f"batch of {len(body)} bytes is over batch_size_max {broker.config.batch_size_max}",
-        )
+    """SEND_BATCH_MESSAGE: raises BrokerError for ``handle_send`` to answer."""
+    broker.send.check_batch(header.topic, len(body))
     try:
         inner = decode_batch_texts(body)
     except MalformedBodyError as error:
-        return _refuse(request, ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {error}")
+        raise BrokerError(Kind.MESSAGE_ILLEGAL, f"bad batch body: {error}") from None
     if not inner:
-        return _refuse(request, ResponseCode.MESSAGE_ILLEGAL, "empty batch")
+        raise BrokerError(Kind.MESSAGE_ILLEGAL, "empty batch")
     unique_keys = [properties.get("UNIQ_KEY", "") for _, _, properties, _ in inner]
     topic, sysflag, born_timestamp = header.topic, header.sys_flag, header.born_timestamp
     messages = [
@@ -194,19 +159,7 @@ def _send_batch(
         )
         for item_body, flag, properties, text in inner
     ]
-    try:
-        results = broker.store.put_many(messages)
-    except LimitExceededError as error:
-        return _refuse(request, ResponseCode.MESSAGE_ILLEGAL, f"a message of the batch: {error}")
-    except StoreFullError as error:
-        return _refuse(
-            request,
-            ResponseCode.SERVICE_NOT_AVAILABLE,
-            f"service not available now: disk full ({error})",
-        )
-    except StoreError as error:
-        return _refuse(request, ResponseCode.SYSTEM_ERROR, f"store refused the batch: {error}")
-    broker.message_arrived(header.topic, queue_id)
+    results = broker.send.put_batch(messages)
     ext = _response_ext(
         ",".join([_offset_msg_id(broker, connection, r.physical_offset) for r in results]),
         queue_id,
@@ -240,22 +193,6 @@ def _maybe_wait(
     )
 
 
-def _retry_or_dlq(
-    broker: Broker, header: SendMessageRequestHeader, properties: dict[str, str], queue_id: int
-) -> tuple[str, int]:
-    group_name = header.topic[len("%RETRY%") :]
-    group = broker.groups.find_or_create(group_name)
-    max_times = header.max_reconsume_times
-    if max_times is None and group is not None:
-        max_times = group.retry_max_times
-    if max_times is not None and (header.reconsume_times or 0) > max_times:
-        properties.pop("DELAY", None)
-        topic = f"%DLQ%{group_name}"
-        broker.topics.create_on_send(topic, 1)
-        return topic, 0
-    return header.topic, queue_id
-
-
 def _response_ext(
     msg_id: str, queue_id: int, queue_offset: int, transaction_id: str | None, region: str | None
 ) -> dict[str, str]:
@@ -268,28 +205,3 @@ def _response_ext(
         ext["MSG_REGION"] = region
     ext["TRACE_ON"] = "true"
     return ext
-
-
-# Topic names already found valid and open to clients (pure functions of the name, so checked
-# once per name instead of once per message).
-_sendable_names: set[str] = set()
-_SENDABLE_NAMES_MAX = 10_000
-
-
-def _check_topic(broker: Broker, header: SendMessageRequestHeader) -> tuple[int, str] | None:
-    topic = header.topic
-    if topic not in _sendable_names:
-        problem = validate_topic_name(topic)
-        if problem:
-            return ResponseCode.SYSTEM_ERROR, problem  # as RocketMQ's TopicValidator answers
-        if topic in NOT_ALLOWED_SEND_TOPICS:
-            return ResponseCode.NO_PERMISSION, f"sending message to topic[{topic}] is forbidden"
-        if len(_sendable_names) >= _SENDABLE_NAMES_MAX:
-            _sendable_names.clear()
-        _sendable_names.add(topic)
-    if not broker.config.broker_permission & PERM_WRITE:
-        return (
-            ResponseCode.NO_PERMISSION,
-            f"the broker[{broker.config.address}] sending message is forbidden",
-        )
-    return None

@@ -1,22 +1,35 @@
-"""END_TRANSACTION (37) and pocketmq's POCKETMQ_TX admin request (list, check-now)."""
+"""END_TRANSACTION (37), pocketmq's POCKETMQ_TX admin request (list, check-now), and the
+remoting front's check source: CHECK_TRANSACTION_STATE to a producer over its connection."""
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import msgspec
 
-from pocketmq.broker.handlers.common import bad_request
-from pocketmq.broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
-from pocketmq.broker.protocol.headers import EndTransactionRequestHeader
+from pocketmq.broker.handlers.common import bad_request, error_response
+from pocketmq.broker.protocol import (
+    MalformedHeaderError,
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+)
+from pocketmq.broker.protocol.headers import (
+    CheckTransactionStateRequestHeader,
+    EndTransactionRequestHeader,
+)
 from pocketmq.broker.remoting.server import Connection
-from pocketmq.broker.services.transactions import TransactionError
+from pocketmq.broker.services.clients import ClientRegistry
+from pocketmq.broker.services.transactions import CheckTarget, HalfMessage, TransactionError
+from pocketmq.store.record import MessageRecord, RecordLimits, encode_record
 
 if TYPE_CHECKING:
     from pocketmq.broker.app import Broker
 
-__all__ = ["handle_end_transaction", "handle_tx_admin"]
+__all__ = ["RemotingCheckSource", "handle_end_transaction", "handle_tx_admin"]
 
 log = logging.getLogger("pocketmq.broker")
 
@@ -37,7 +50,7 @@ def handle_end_transaction(
         )
     except TransactionError as error:
         log.warning("END_TRANSACTION from %s refused: %s", connection.remote_address, error)
-        return request.make_response(error.code, str(error))
+        return error_response(request, error)
     log.debug("transaction %s: %s", header.msg_id, outcome)
     return request.make_response(ResponseCode.SUCCESS, outcome)
 
@@ -74,3 +87,45 @@ def handle_tx_admin(
             body=msgspec.json.encode([{"transaction_id": half.transaction_id, "outcome": outcome}]),
         )
     return request.make_response(ResponseCode.INVALID_PARAMETER, f"unknown action {action!r}")
+
+
+class RemotingCheckSource:
+    """The remoting producers of a group as transaction check targets: each check is a
+    CHECK_TRANSACTION_STATE (oneway) over the producer's connection, with the half message
+    as sent in the body (RocketMQ's Broker2Client.checkProducerTransactionState)."""
+
+    def __init__(
+        self,
+        clients: ClientRegistry,
+        offset_msg_id: Callable[[int], str],
+        broker_name: str,
+        limits: RecordLimits,
+    ) -> None:
+        self.clients = clients
+        self.offset_msg_id = offset_msg_id
+        self.broker_name = broker_name
+        self.limits = limits
+
+    def __call__(self, producer_group: str) -> list[CheckTarget]:
+        return [
+            functools.partial(self._check, connection)
+            for connection in self.clients.producers_of(producer_group)
+        ]
+
+    def _check(self, connection: Connection, real: MessageRecord, half: HalfMessage) -> None:
+        header = CheckTransactionStateRequestHeader(
+            topic=real.topic,
+            tran_state_table_offset=half.queue_offset,
+            commit_log_offset=half.physical_offset,
+            msg_id=real.unique_key,
+            transaction_id=half.transaction_id,
+            offset_msg_id=self.offset_msg_id(half.physical_offset),
+            broker_name=self.broker_name,
+        )
+        connection.send_oneway(
+            RemotingCommand(
+                code=RequestCode.CHECK_TRANSACTION_STATE,
+                ext_fields=header.to_ext_fields(),
+                body=encode_record(real, limits=self.limits),
+            )
+        )

@@ -31,13 +31,17 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
-from pocketmq.broker.handlers.retry import dead_letter
+from pocketmq.broker.errors import Kind, PopError
+from pocketmq.broker.services.clock import Scheduler
+from pocketmq.broker.services.groups import GroupManager
+from pocketmq.broker.services.offsets import OffsetManager
+from pocketmq.broker.services.topics import TopicManager
 from pocketmq.store.errors import CorruptRecordError, OffsetOutOfRangeError
-from pocketmq.store.message_store import PutMessage, copy_of
+from pocketmq.store.message_store import MessageStore, PutMessage, PutResult, copy_of
 from pocketmq.store.record import MessageRecord, SysFlag
 
 if TYPE_CHECKING:
-    from pocketmq.broker.app import Broker
+    from pocketmq.broker.services.retry import RetryService
 
 __all__ = ["PopError", "PopService", "ReceiptHandle", "pop_retry_topic"]
 
@@ -50,12 +54,6 @@ INVISIBLE_MS_MAX = 12 * 3_600_000  # the proxy's maximum invisible time
 def pop_retry_topic(group: str, topic: str) -> str:
     """RocketMQ's pop retry topic, V1 naming (KeyBuilder.buildPopRetryTopicV1)."""
     return f"%RETRY%{group}_{topic}"
-
-
-class PopError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        self.code = code
-        super().__init__(message)
 
 
 class ReceiptHandle(msgspec.Struct, frozen=True):
@@ -150,9 +148,20 @@ class PoppedMessage:
     queue_offset: int
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, kw_only=True)
 class PopService:
-    broker: Broker
+    store: MessageStore
+    scheduler: Scheduler
+    now_ms: Callable[[], int]
+    put: Callable[[PutMessage], PutResult]  # the writer's put_internal
+    arrived: Callable[[str, int], None]  # wakes pulls and pops held for (topic, queue)
+    topics: TopicManager
+    groups: GroupManager
+    offsets: OffsetManager
+    retry: RetryService  # dead letters
+    cluster_name: str
+    broker_name: str
+    in_flight_max: int
     in_flight: dict[tuple[str, str, int, int], InFlight] = field(default_factory=dict)
     positions: dict[tuple[str, str, int], int] = field(default_factory=dict)  # next offset to pop
     # FIFO queues: acknowledged offsets past the position (they may be acked out of order)
@@ -162,19 +171,17 @@ class PopService:
 
     @property
     def revive_topic(self) -> str:
-        return f"rmq_sys_REVIVE_LOG_{self.broker.config.cluster_name}"
+        return f"rmq_sys_REVIVE_LOG_{self.cluster_name}"
 
     # -- records --------------------------------------------------------------------------
 
     def _append(self, record: _Record, tag: str) -> None:
         body = msgspec.json.encode(record)
-        self.broker.store.put(
-            PutMessage(topic=self.revive_topic, body=body, properties={"TAGS": tag})
-        )
+        self.store.put(PutMessage(topic=self.revive_topic, body=body, properties={"TAGS": tag}))
 
     def start(self) -> None:
         """Replay the revive log: rebuild positions and messages in flight, arm their deadlines."""
-        store = self.broker.store
+        store = self.store
         queue = store.consume_queues.get(self.revive_topic, 0)
         if queue is None:
             return
@@ -223,13 +230,13 @@ class PopService:
 
     def queues_for(self, group: str, topic: str, queue_id: int) -> list[tuple[str, int]]:
         """(topic, queue) pairs to pop from, the retry topic first as RocketMQ often does."""
-        config = self.broker.topics.get(topic)
+        config = self.topics.get(topic)
         if config is None:
-            raise PopError(17, f"topic[{topic}] not exist, apply first please!")
+            raise PopError(Kind.TOPIC_NOT_FOUND, f"topic[{topic}] not exist, apply first please!")
         queues = [queue_id] if queue_id >= 0 else list(range(config.read_queue_nums))
         if queue_id >= config.read_queue_nums:
             raise PopError(
-                1,
+                Kind.ILLEGAL_QUEUE,
                 f"queueId[{queue_id}] is illegal, {topic} has {config.read_queue_nums} read queues",
             )
         pairs = [(pop_retry_topic(group, topic), 0)] if queue_id < 0 else []
@@ -247,23 +254,23 @@ class PopService:
     ) -> list[PoppedMessage]:
         if not INVISIBLE_MS_MIN <= invisible_ms <= INVISIBLE_MS_MAX:
             raise PopError(
-                29,
+                Kind.INVALID_PARAMETER,
                 f"invisibleTime {invisible_ms} ms is outside [{INVISIBLE_MS_MIN}, {INVISIBLE_MS_MAX}]",
             )
-        room = self.broker.config.pop_in_flight_max - len(self.in_flight)
+        room = self.in_flight_max - len(self.in_flight)
         if room <= 0:
             # Back-pressure: lent messages stay in memory until acknowledged or expired.
             raise PopError(
-                209,
+                Kind.BUSY,
                 f"{len(self.in_flight)} messages are in flight (pop_in_flight_max); ack some first",
             )
         max_count = min(max_count, room)
         popped: list[PoppedMessage] = []
-        now = self.broker.now_ms()
+        now = self.now_ms()
         for source_topic, queue in self.queues_for(group, topic, queue_id):
             if len(popped) >= max_count:
                 break
-            if self.broker.topics.get(source_topic) is None:
+            if self.topics.get(source_topic) is None:
                 continue
             popped.extend(
                 self._pop_queue(
@@ -291,12 +298,12 @@ class PopService:
         now: int,
     ) -> list[PoppedMessage]:
         base = (group, topic, queue_id)
-        store = self.broker.store
+        store = self.store
         if order and any(k[:3] == base for k in self.in_flight):
             return []  # FIFO: this queue waits for its acknowledgements
         position = self.positions.get(base)
         if position is None:
-            committed = self.broker.offsets.query(group, topic, queue_id)
+            committed = self.offsets.query(group, topic, queue_id)
             position = committed if committed is not None else store.min_offset(topic, queue_id)
         result = store.get_messages(topic, queue_id, position, count, tags_codes=tags, group=group)
         if not result.messages:
@@ -324,14 +331,14 @@ class PopService:
                 invisible_ms,
                 0,
                 topic.startswith("%RETRY%"),
-                self.broker.config.broker_name,
+                self.broker_name,
                 queue_id,
                 queue_offset,
             )
             popped.append(PoppedMessage(raw, handle, topic, queue_id, queue_offset))
         if not order:
             self.positions[base] = result.next_offset
-            self.broker.offsets.commit(group, topic, queue_id, result.next_offset)
+            self.offsets.commit(group, topic, queue_id, result.next_offset)
         else:
             self.positions[base] = position
         return popped
@@ -350,7 +357,7 @@ class PopService:
             handle.invisible_ms,
         ):
             raise PopError(
-                604,
+                Kind.STALE_HANDLE,
                 "receipt handle is stale: the message was already acknowledged, its invisible time "
                 "ran out, its handle was replaced, or this broker never issued it",
             )
@@ -380,12 +387,12 @@ class PopService:
     ) -> ReceiptHandle:
         if not INVISIBLE_MS_MIN <= invisible_ms <= INVISIBLE_MS_MAX:
             raise PopError(
-                29,
+                Kind.INVALID_PARAMETER,
                 f"invisibleTime {invisible_ms} ms is outside [{INVISIBLE_MS_MIN}, {INVISIBLE_MS_MAX}]",
             )
         handle = _parse(handle_text)
         item = self._find(group, topic, handle)
-        now = self.broker.now_ms()
+        now = self.now_ms()
         # RocketMQ's appendCheckPointThenAckOrigin: a new checkpoint, then the old one acked.
         self._append(
             _Checkpoint(
@@ -421,21 +428,17 @@ class PopService:
         if item.order:
             base = (item.group, item.topic, item.queue_id)
             self._fifo_acked(base, item.queue_offset)
-            self.broker.offsets.commit(
-                item.group, item.topic, item.queue_id, self.positions.get(base, 0)
-            )
-            self.broker.message_arrived(item.topic, item.queue_id)  # a held FIFO pop may go on
+            self.offsets.commit(item.group, item.topic, item.queue_id, self.positions.get(base, 0))
+            self.arrived(item.topic, item.queue_id)  # a held FIFO pop may go on
 
     def _fifo_acked(self, base: tuple[str, str, int], offset: int) -> None:
         acked = self.fifo_acked.setdefault(base, set())
         acked.add(offset)
         position = self.positions.get(base)
         if position is None:
-            committed = self.broker.offsets.query(*base)
+            committed = self.offsets.query(*base)
             position = (
-                committed
-                if committed is not None
-                else self.broker.store.min_offset(base[1], base[2])
+                committed if committed is not None else self.store.min_offset(base[1], base[2])
             )
         while position in acked:
             acked.discard(position)
@@ -445,7 +448,7 @@ class PopService:
     # -- expiry ---------------------------------------------------------------------------------
 
     def _arm(self, item: InFlight) -> None:
-        self.broker.scheduler.at(
+        self.scheduler.at(
             item.deadline,
             self._expiry_for(item),
             alive=lambda: self.in_flight.get(item.key) is item,
@@ -460,12 +463,12 @@ class PopService:
         return expire
 
     def _record_of(self, item: InFlight) -> MessageRecord | None:
-        result = self.broker.store.get_messages(
+        result = self.store.get_messages(
             item.topic, item.queue_id, item.queue_offset, 1, only_available=False
         )
         if not result.messages or result.messages[0][0] != item.queue_offset:
             return None
-        return self.broker.store.read(result.messages[0][1])
+        return self.store.read(result.messages[0][1])
 
     def forward_to_dead_letter(
         self, group: str, topic: str, handle_text: str, *, by: str, reason: str
@@ -479,12 +482,12 @@ class PopService:
             properties = dict(record.properties)
             properties.setdefault("RETRY_TOPIC", item.topic)
             properties.setdefault("ORIGIN_MESSAGE_ID", properties.get("UNIQ_KEY", ""))
-            dead_letter(self.broker, record, properties, item.group, by=by, reason=reason)
+            self.retry.dead_letter(record, properties, item.group, by=by, reason=reason)
         self._append_ack(item)
         self._finish(item)
 
     def _redeliver(self, item: InFlight) -> None:
-        group_config = self.broker.groups.find_or_create(item.group)
+        group_config = self.groups.find_or_create(item.group)
         max_times = group_config.retry_max_times if group_config is not None else 16
         record = self._record_of(item)
         if record is None:
@@ -499,8 +502,7 @@ class PopService:
         properties.setdefault("ORIGIN_MESSAGE_ID", properties.get("UNIQ_KEY", ""))
         properties.setdefault("1ST_POP_TIME", str(item.pop_time))
         if attempts > max_times:
-            dead_letter(
-                self.broker,
+            self.retry.dead_letter(
                 record,
                 properties,
                 item.group,
@@ -514,13 +516,13 @@ class PopService:
             self.attempts[item.key] = attempts
             self._append_ack(item, redeliver=attempts)
             self.in_flight.pop(item.key, None)
-            self.broker.message_arrived(item.topic, item.queue_id)
+            self.arrived(item.topic, item.queue_id)
             return
         else:
             retry = pop_retry_topic(item.group, original_topic)
-            self.broker.topics.create_on_send(retry, 1)
+            self.topics.create_on_send(retry, 1)
             properties.pop("WAIT", None)
-            self.broker.put_internal(
+            self.put(
                 copy_of(
                     record, topic=retry, queue_id=0, properties=properties, reconsume_times=attempts
                 )
@@ -533,7 +535,7 @@ def _parse(handle_text: str) -> ReceiptHandle:
     try:
         return ReceiptHandle.parse(handle_text)
     except ValueError as error:
-        raise PopError(29, str(error)) from None
+        raise PopError(Kind.BAD_HANDLE, str(error)) from None
 
 
 def _with_reconsume_times(raw: bytes, reconsume_times: int) -> bytes:

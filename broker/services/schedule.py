@@ -15,19 +15,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import msgspec
 
+from pocketmq.broker.errors import DelayError
+from pocketmq.broker.services.clock import Scheduler
 from pocketmq.broker.services.persist import load_json, save_json
 from pocketmq.broker.services.topics import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 from pocketmq.store.errors import CorruptRecordError, OffsetOutOfRangeError
-from pocketmq.store.message_store import PutMessage, copy_of
+from pocketmq.store.message_store import MessageStore, PutMessage, PutResult, copy_of
 from pocketmq.store.record import encode_properties
 from pocketmq.store.state import MessageState
-
-if TYPE_CHECKING:
-    from pocketmq.broker.app import Broker
 
 __all__ = ["DelayError", "ScheduleService"]
 
@@ -37,19 +35,26 @@ log = logging.getLogger("pocketmq.broker")
 DROPPED_ON_DELIVERY = ("DELAY", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
 
 
-class DelayError(ValueError):
-    """A DELAY property that is not a number."""
-
-
 class _DelayOffsets(msgspec.Struct, rename="camel"):
     offset_table: dict[int, int] = {}
 
 
 class ScheduleService:
-    def __init__(self, broker: Broker, path: Path | None) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        store: MessageStore,
+        *,
+        scheduler: Scheduler,
+        now_ms: Callable[[], int],
+        put: Callable[[PutMessage], PutResult],
+        path: Path | None,
+    ) -> None:
+        self.store = store
+        self.scheduler = scheduler
+        self.now_ms = now_ms
+        self.put = put  # the writer's put_internal: a delivery may be a timer message again
         self.path = path
-        self.levels_ms = broker.store.config.delay_levels_ms
+        self.levels_ms = store.config.delay_levels_ms
         self.offsets: dict[int, int] = dict(
             load_json(path, _DelayOffsets, _DelayOffsets()).offset_table
         )
@@ -91,7 +96,7 @@ class ScheduleService:
     # -- after a delayed message is stored ------------------------------------------------------
 
     def stored(self, level: int, physical_offset: int, store_timestamp: int) -> None:
-        self.broker.store.set_state(
+        self.store.set_state(
             physical_offset, MessageState.UNAVAILABLE, f"waiting for delay level {level}"
         )
         self._schedule(level, store_timestamp + self.levels_ms[level - 1])
@@ -101,7 +106,7 @@ class ScheduleService:
         if current is not None and current <= due_ms:
             return  # the pass already asked for will reach this message
         self._scheduled[level] = due_ms
-        self.broker.scheduler.at(due_ms, self._pass_for(level))
+        self.scheduler.at(due_ms, self._pass_for(level))
 
     def _pass_for(self, level: int) -> Callable[[], None]:
         def run() -> None:
@@ -115,7 +120,7 @@ class ScheduleService:
     def start(self) -> None:
         """After a restart: resume every level from its saved position."""
         for level in range(1, self.max_level + 1):
-            queue = self.broker.store.consume_queues.get(SCHEDULE_TOPIC, level - 1)
+            queue = self.store.consume_queues.get(SCHEDULE_TOPIC, level - 1)
             if queue is None:
                 continue
             offset = self.offsets.get(level, 0)
@@ -127,11 +132,11 @@ class ScheduleService:
 
     def deliver_due(self, level: int) -> int:
         """Deliver every message of ``level`` that is due now; returns how many."""
-        store = self.broker.store
+        store = self.store
         queue = store.consume_queues.get(SCHEDULE_TOPIC, level - 1)
         if queue is None:
             return 0
-        now = self.broker.now_ms()
+        now = self.now_ms()
         offset = max(self.offsets.get(level, 0), queue.min_offset)
         delivered = 0
         while offset < queue.max_offset:
@@ -160,7 +165,7 @@ class ScheduleService:
         properties = dict(record.properties)
         real_topic = properties.get("REAL_TOPIC")
         if not real_topic or real_topic == TRANS_HALF_TOPIC:
-            self.broker.store.set_state(
+            self.store.set_state(
                 record.physical_offset, MessageState.MARKED_FOR_DELETION, "discarded"
             )
             return
@@ -169,10 +174,8 @@ class ScheduleService:
         properties["WAIT"] = "false"
         queue_id = int(properties.get("REAL_QID", "0") or 0)
         message = copy_of(record, topic=real_topic, queue_id=queue_id, properties=properties)
-        self.broker.put_internal(message)
-        self.broker.store.set_state(
-            record.physical_offset, MessageState.MARKED_FOR_DELETION, "delivered"
-        )
+        self.put(message)
+        self.store.set_state(record.physical_offset, MessageState.MARKED_FOR_DELETION, "delivered")
 
     def persist(self) -> None:
         save_json(self.path, _DelayOffsets(offset_table=self.offsets))
@@ -180,7 +183,7 @@ class ScheduleService:
     def pending(self) -> int:
         total = 0
         for level in range(1, self.max_level + 1):
-            queue = self.broker.store.consume_queues.get(SCHEDULE_TOPIC, level - 1)
+            queue = self.store.consume_queues.get(SCHEDULE_TOPIC, level - 1)
             if queue is not None:
                 total += queue.max_offset - max(self.offsets.get(level, 0), queue.min_offset)
         return total

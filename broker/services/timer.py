@@ -20,19 +20,18 @@ second time (same unique key) after the restart: at-least-once, like RocketMQ's 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import msgspec
 
+from pocketmq.broker.errors import TimerError
+from pocketmq.broker.services.clock import Scheduler
 from pocketmq.broker.services.persist import load_json, save_json
 from pocketmq.store.errors import CorruptRecordError, OffsetOutOfRangeError
-from pocketmq.store.message_store import PutMessage, copy_of
+from pocketmq.store.message_store import MessageStore, PutMessage, PutResult, copy_of
 from pocketmq.store.record import encode_properties
 from pocketmq.store.state import MessageState
-
-if TYPE_CHECKING:
-    from pocketmq.broker.app import Broker
 
 __all__ = ["TIMER_TOPIC", "TimerError", "TimerService"]
 
@@ -42,17 +41,25 @@ TIMER_TOPIC = "rmq_sys_wheel_timer"
 TIMER_PROPERTIES = ("TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
 
 
-class TimerError(ValueError):
-    """A timer property that is not a number, or a delivery time beyond the maximum."""
-
-
 class _TimerCheck(msgspec.Struct, rename="camel"):
     low_water_offset: int = 0
 
 
 class TimerService:
-    def __init__(self, broker: Broker, path: Path | None, *, max_delay_ms: int) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        store: MessageStore,
+        *,
+        scheduler: Scheduler,
+        now_ms: Callable[[], int],
+        put: Callable[[PutMessage], PutResult],
+        path: Path | None,
+        max_delay_ms: int,
+    ) -> None:
+        self.store = store
+        self.scheduler = scheduler
+        self.now_ms = now_ms
+        self.put = put
         self.path = path
         self.max_delay_ms = max_delay_ms
         self.low_water = load_json(path, _TimerCheck, _TimerCheck()).low_water_offset
@@ -92,7 +99,7 @@ class TimerService:
         waiting["TIMER_OUT_MS"] = str(deliver_ms)
         waiting["REAL_TOPIC"] = message.topic
         waiting["REAL_QID"] = str(message.queue_id)
-        waiting["TIMER_ENQUEUE_MS"] = str(self.broker.now_ms())
+        waiting["TIMER_ENQUEUE_MS"] = str(self.now_ms())
         return msgspec.structs.replace(
             message,
             topic=TIMER_TOPIC,
@@ -102,22 +109,22 @@ class TimerService:
         )
 
     def stored(self, physical_offset: int, deliver_ms: int) -> None:
-        self.broker.store.set_state(
+        self.store.set_state(
             physical_offset, MessageState.UNAVAILABLE, f"timer due at {deliver_ms}"
         )
         self.stored_again(physical_offset, deliver_ms)
 
     def stored_again(self, physical_offset: int, deliver_ms: int) -> None:
         """Arm the delivery of a waiting timer (after it is stored, or after a restart)."""
-        self.broker.scheduler.at(
+        self.scheduler.at(
             deliver_ms,
             lambda: self._deliver(physical_offset),
-            alive=lambda: self.broker.store.state_of(physical_offset) is MessageState.UNAVAILABLE,
+            alive=lambda: self.store.state_of(physical_offset) is MessageState.UNAVAILABLE,
         )
 
     def start(self) -> int:
         """Reschedule every waiting timer after a restart; returns how many."""
-        store = self.broker.store
+        store = self.store
         queue = store.consume_queues.get(TIMER_TOPIC, 0)
         if queue is None:
             return 0
@@ -136,7 +143,7 @@ class TimerService:
         return found
 
     def _deliver(self, physical_offset: int) -> None:
-        store = self.broker.store
+        store = self.store
         if store.state_of(physical_offset) is not MessageState.UNAVAILABLE:
             return  # already delivered (e.g. rescheduled twice)
         record = store.read(physical_offset)
@@ -145,18 +152,16 @@ class TimerService:
         real_queue = int(properties.pop("REAL_QID", "0") or 0)
         # The timer properties stay, as RocketMQ's TimerMessageStore.convertMessage keeps them:
         # 5.x consumers read the delivery time and the DELAY type from them.
-        properties["TIMER_DEQUEUE_MS"] = str(self.broker.now_ms())
+        properties["TIMER_DEQUEUE_MS"] = str(self.now_ms())
         properties["WAIT"] = "false"
         if real_topic:
-            self.broker.put_internal(
-                copy_of(record, topic=real_topic, queue_id=real_queue, properties=properties)
-            )
+            self.put(copy_of(record, topic=real_topic, queue_id=real_queue, properties=properties))
         store.set_state(physical_offset, MessageState.MARKED_FOR_DELETION, "timer delivered")
         self.delivered += 1
 
     def persist(self) -> None:
         """Move the low-water mark past delivered timers and save it."""
-        store = self.broker.store
+        store = self.store
         queue = store.consume_queues.get(TIMER_TOPIC, 0)
         if queue is None:
             return
@@ -172,7 +177,7 @@ class TimerService:
     def recall(self, topic: str, message_id: str) -> bool:
         """Cancel a message still waiting for its time (RocketMQ 5.x RecallMessage); False when
         no waiting message of ``topic`` has that unique key (delivered, recalled, or unknown)."""
-        store = self.broker.store
+        store = self.store
         for record in store.query_by_key(TIMER_TOPIC, message_id, max_results=8):
             if (
                 record.unique_key == message_id

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import msgspec
 
+from pocketmq.broker.errors import Kind, TopicError
 from pocketmq.broker.protocol.headers import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from pocketmq.broker.services.persist import load_json, save_json
 
@@ -69,14 +70,6 @@ MESSAGE_TYPE_ATTRIBUTE = "message.type"
 MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")
 
 
-class TopicError(ValueError):
-    """A topic name or operation was refused; ``code`` is the RocketMQ response code to send."""
-
-    def __init__(self, code: int, message: str) -> None:
-        self.code = code
-        super().__init__(message)
-
-
 def is_system_topic(topic: str) -> bool:
     return topic in SYSTEM_TOPICS or topic.startswith("rmq_sys_")
 
@@ -120,20 +113,23 @@ def parse_attribute_changes(text: str) -> tuple[dict[str, str], list[str]]:
         adding = "=" in entry
         key, _, value = entry.partition("=")
         if adding and (not key.startswith("+") or not value or "=" in value):
-            raise TopicError(1, f"attribute {entry!r} is not of the form +key=value")
+            raise TopicError(Kind.BAD_REQUEST, f"attribute {entry!r} is not of the form +key=value")
         if not adding and not key.startswith("-"):
-            raise TopicError(1, f"attribute {entry!r} is neither +key=value nor -key")
+            raise TopicError(
+                Kind.BAD_REQUEST, f"attribute {entry!r} is neither +key=value nor -key"
+            )
         name = key[1:]
         if not name:
-            raise TopicError(1, f"attribute {entry!r} has no key")
+            raise TopicError(Kind.BAD_REQUEST, f"attribute {entry!r} has no key")
         if name in additions or name in deletions:
-            raise TopicError(1, f"attribute {name!r} is given twice in {text!r}")
+            raise TopicError(Kind.BAD_REQUEST, f"attribute {name!r} is given twice in {text!r}")
         if not adding:
             deletions.append(name)
             continue
         if name == MESSAGE_TYPE_ATTRIBUTE and value not in MESSAGE_TYPES:
             raise TopicError(
-                1, f"{MESSAGE_TYPE_ATTRIBUTE} {value!r} is not one of {', '.join(MESSAGE_TYPES)}"
+                Kind.BAD_REQUEST,
+                f"{MESSAGE_TYPE_ATTRIBUTE} {value!r} is not one of {', '.join(MESSAGE_TYPES)}",
             )
         additions[name] = value
     return additions, deletions
@@ -144,7 +140,9 @@ def parse_attributes(text: str) -> dict[str, str]:
     is refused here: a new topic has nothing to delete (use ``parse_attribute_changes``)."""
     additions, deletions = parse_attribute_changes(text)
     if deletions:
-        raise TopicError(1, f"only +key=value attributes are allowed here, not -{deletions[0]}")
+        raise TopicError(
+            Kind.BAD_REQUEST, f"only +key=value attributes are allowed here, not -{deletions[0]}"
+        )
     return additions
 
 
@@ -157,7 +155,10 @@ def apply_attribute_changes(current: dict[str, str] | None, text: str) -> dict[s
     result = dict(current)
     for name in deletions:
         if result.pop(name, None) is None:
-            raise TopicError(1, f"attribute {name!r} cannot be deleted: the topic does not have it")
+            raise TopicError(
+                Kind.BAD_REQUEST,
+                f"attribute {name!r} cannot be deleted: the topic does not have it",
+            )
     result.update(additions)
     return result
 
@@ -218,14 +219,16 @@ class TopicManager:
         """
         problem = validate_topic_name(topic)
         if problem:
-            raise TopicError(1, problem)  # SYSTEM_ERROR, as RocketMQ answers a bad name
+            raise TopicError(
+                Kind.BAD_REQUEST, problem
+            )  # SYSTEM_ERROR, as RocketMQ answers a bad name
         if attributes is None:
             existing = self.topics.get(topic)
             attributes = existing.attributes if existing is not None else {}
         message_type = attributes.get(MESSAGE_TYPE_ATTRIBUTE)
         if message_type is not None and message_type not in MESSAGE_TYPES:
             raise TopicError(
-                1,
+                Kind.BAD_REQUEST,
                 f"{MESSAGE_TYPE_ATTRIBUTE} {message_type!r} is not one of "
                 f"{', '.join(MESSAGE_TYPES)}",
             )

@@ -12,8 +12,10 @@ TransactionalMessageService, EndTransactionProcessor and check service).
   store time (RocketMQ counts from its born time, the producer's clock; the store time is the
   broker's, the one a manual clock moves, and on one machine the two barely differ), or
   ``CHECK_IMMUNITY_TIME_IN_SECONDS``; then every ``check_interval_ms``. Each check
-  re-appends the half message with ``TRANSACTION_CHECK_TIMES`` raised (as RocketMQ) and sends
-  CHECK_TRANSACTION_STATE to a live producer of its group over that producer's connection.
+  re-appends the half message with ``TRANSACTION_CHECK_TIMES`` raised (as RocketMQ) and asks
+  a live producer of its group, found through the check sources that each front registers
+  (the remoting front sends CHECK_TRANSACTION_STATE over the producer's connection, the gRPC
+  front a RecoverOrphanedTransactionCommand over its telemetry stream).
   After ``check_max`` (15) checks the message is copied to ``TRANS_CHECK_MAX_TIME_TOPIC`` and
   discarded (state 30). A group with no live producer is checked again an interval later, and
   that does not count as a check.
@@ -26,27 +28,22 @@ checks where they were.
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from pocketmq.broker.protocol import RemotingCommand, RequestCode
-from pocketmq.broker.protocol.headers import CheckTransactionStateRequestHeader
+from pocketmq.broker.errors import Kind, TransactionError
+from pocketmq.broker.services.clock import Scheduler
 from pocketmq.broker.services.topics import (
     TRANS_CHECK_MAX_TIME_TOPIC,
     TRANS_HALF_TOPIC,
     TRANS_OP_HALF_TOPIC,
+    TopicManager,
 )
 from pocketmq.store.errors import CorruptRecordError, OffsetOutOfRangeError
-from pocketmq.store.message_store import PutMessage, copy_of
-from pocketmq.store.record import MessageRecord, SysFlag, encode_properties, encode_record
+from pocketmq.store.message_store import MessageStore, PutMessage, PutResult, copy_of
+from pocketmq.store.record import MessageRecord, SysFlag, encode_properties
 from pocketmq.store.state import MessageState
-
-if TYPE_CHECKING:
-    from pocketmq.broker.app import Broker
-    from pocketmq.broker.remoting.server import Connection
 
 __all__ = ["CheckTarget", "HalfMessage", "TransactionError", "TransactionService"]
 
@@ -55,12 +52,6 @@ log = logging.getLogger("pocketmq.broker")
 COMMIT = SysFlag.TRANSACTION_COMMIT_TYPE
 ROLLBACK = SysFlag.TRANSACTION_ROLLBACK_TYPE
 UNKNOWN = SysFlag.TRANSACTION_NOT_TYPE
-
-
-class TransactionError(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        self.code = code
-        super().__init__(message)
 
 
 @dataclass(slots=True)
@@ -81,16 +72,31 @@ CheckTarget = Callable[[MessageRecord, "HalfMessage"], None]
 
 class TransactionService:
     def __init__(
-        self, broker: Broker, *, timeout_ms: int, check_interval_ms: int, check_max: int
+        self,
+        store: MessageStore,
+        *,
+        scheduler: Scheduler,
+        now_ms: Callable[[], int],
+        put: Callable[[PutMessage], PutResult],
+        topics: TopicManager,
+        offset_msg_id: Callable[[int], str],
+        timeout_ms: int,
+        check_interval_ms: int,
+        check_max: int,
     ) -> None:
-        self.broker = broker
+        self.store = store
+        self.scheduler = scheduler
+        self.now_ms = now_ms
+        self.put = put  # the writer's put_internal: a commit may be delayed or timed
+        self.topics = topics
+        self.offset_msg_id = offset_msg_id
         self.timeout_ms = timeout_ms
         self.check_interval_ms = check_interval_ms
         self.check_max = check_max
         self.pending: dict[str, HalfMessage] = {}
         self.checks_sent = 0
         self._armed: dict[str, int] = {}
-        # Other front-ends' producers: each source maps a producer group to check targets.
+        # Each front's producers: a source maps a producer group to its live check targets.
         self.check_sources: list[Callable[[str], list[CheckTarget]]] = []
 
     # -- half messages -----------------------------------------------------------------------
@@ -117,7 +123,7 @@ class TransactionService:
     def stored(
         self, record_offset: int, queue_offset: int, properties: dict[str, str], born_ms: int
     ) -> None:
-        self.broker.store.set_state(
+        self.store.set_state(
             record_offset, MessageState.UNAVAILABLE, "half message: transaction not ended"
         )
         txid = (
@@ -147,11 +153,11 @@ class TransactionService:
 
     def start(self) -> None:
         """After a restart: every half copy still unavailable is a pending transaction."""
-        store = self.broker.store
+        store = self.store
         queue = store.consume_queues.get(TRANS_HALF_TOPIC, 0)
         if queue is None:
             return
-        now = self.broker.now_ms()
+        now = self.now_ms()
         for logical, (physical, _size, _code) in queue.entries(queue.min_offset):
             if store.state_of(physical) is not MessageState.UNAVAILABLE:
                 continue
@@ -190,18 +196,22 @@ class TransactionService:
     ) -> str:
         """Commit (8), roll back (12) or leave (0) the transaction of the half copy at
         ``commit_log_offset``. Returns what happened, for the log and admin tools."""
-        store = self.broker.store
+        store = self.store
         try:
             record = store.read(commit_log_offset)
         except (OffsetOutOfRangeError, CorruptRecordError) as error:
             raise TransactionError(
-                1, f"no half message at commit log offset {commit_log_offset}: {error}"
+                Kind.BAD_REQUEST,
+                f"no half message at commit log offset {commit_log_offset}: {error}",
             ) from None
         if record.topic != TRANS_HALF_TOPIC:
-            raise TransactionError(1, f"the message at {commit_log_offset} is not a half message")
+            raise TransactionError(
+                Kind.BAD_REQUEST, f"the message at {commit_log_offset} is not a half message"
+            )
         if record.properties.get("PGROUP") != producer_group:
             raise TransactionError(
-                1, f"the half message belongs to producer group {record.properties.get('PGROUP')!r}"
+                Kind.BAD_REQUEST,
+                f"the half message belongs to producer group {record.properties.get('PGROUP')!r}",
             )
         txid = (
             record.properties.get("__transactionId__")
@@ -218,7 +228,9 @@ class TransactionService:
         elif outcome == ROLLBACK:
             store.set_state(half.physical_offset, MessageState.MARKED_FOR_DELETION, "rolled back")
         else:
-            raise TransactionError(29, f"commitOrRollback {outcome} is not 0, 8 or 12")
+            raise TransactionError(
+                Kind.INVALID_PARAMETER, f"commitOrRollback {outcome} is not 0, 8 or 12"
+            )
         self._write_op(half.queue_offset)
         del self.pending[txid]
         return "committed" if outcome == COMMIT else "rolled back"
@@ -229,7 +241,7 @@ class TransactionService:
         queue_id = int(properties.pop("REAL_QID", "0") or 0)
         for name in ("TRAN_MSG", "TRANSACTION_CHECK_TIMES", "TRAN_PREPARED_QUEUE_OFFSET"):
             properties.pop(name, None)
-        config = self.broker.topics.create_on_send(topic, None)
+        config = self.topics.create_on_send(topic, None)
         if config is not None and queue_id >= config.write_queue_nums:
             queue_id = 0
         message = copy_of(
@@ -240,13 +252,11 @@ class TransactionService:
             sysflag=(record.sysflag & ~SysFlag.TRANSACTION_MASK) | COMMIT,
             prepared_transaction_offset=half.physical_offset,
         )
-        self.broker.put_internal(message)
-        self.broker.store.set_state(
-            half.physical_offset, MessageState.MARKED_FOR_DELETION, "committed"
-        )
+        self.put(message)
+        self.store.set_state(half.physical_offset, MessageState.MARKED_FOR_DELETION, "committed")
 
     def _write_op(self, half_queue_offset: int) -> None:
-        self.broker.store.put(
+        self.store.put(
             PutMessage(
                 topic=TRANS_OP_HALF_TOPIC,
                 body=f"{half_queue_offset},".encode(),
@@ -262,7 +272,7 @@ class TransactionService:
             return
         self._armed[half.transaction_id] = due
         txid = half.transaction_id
-        self.broker.scheduler.at(
+        self.scheduler.at(
             due, lambda: self._check_due(txid, due), alive=lambda: self._still_due(txid, due)
         )
 
@@ -278,7 +288,7 @@ class TransactionService:
 
     def check(self, half: HalfMessage) -> str:
         """One check of ``half`` now (also what ``pocketmq tx check-now`` does)."""
-        now = self.broker.now_ms()
+        now = self.now_ms()
         producers = self.check_targets(half.producer_group)
         if not producers:
             half.next_check_ms = now + self.check_interval_ms
@@ -287,7 +297,7 @@ class TransactionService:
         if half.check_times >= self.check_max:
             self._discard(half)
             return f"checked {half.check_times} times; moved to {TRANS_CHECK_MAX_TIME_TOPIC}"
-        store = self.broker.store
+        store = self.store
         record = store.read(half.physical_offset)
         properties = dict(record.properties)
         properties["TRANSACTION_CHECK_TIMES"] = str(half.check_times + 1)
@@ -310,13 +320,9 @@ class TransactionService:
         return f"check {half.check_times} sent"
 
     def check_targets(self, producer_group: str) -> list[CheckTarget]:
-        """Live producers of a group that can be asked about a transaction: remoting producers
-        over their connections, plus those of other front-ends (gRPC producers, whose group is
-        the topic name, as RocketMQ's proxy registers them)."""
-        targets: list[CheckTarget] = [
-            functools.partial(self._send_check, connection)
-            for connection in self.broker.clients.producers_of(producer_group)
-        ]
+        """Live producers of a group that can be asked about a transaction, from every front
+        (gRPC producers' group is the topic name, as RocketMQ's proxy registers them)."""
+        targets: list[CheckTarget] = []
         for source in self.check_sources:
             targets.extend(source(producer_group))
         return targets
@@ -339,26 +345,8 @@ class TransactionService:
             physical_offset=half.physical_offset,
         )
 
-    def _send_check(self, connection: Connection, real: MessageRecord, half: HalfMessage) -> None:
-        header = CheckTransactionStateRequestHeader(
-            topic=real.topic,
-            tran_state_table_offset=half.queue_offset,
-            commit_log_offset=half.physical_offset,
-            msg_id=real.unique_key,
-            transaction_id=half.transaction_id,
-            offset_msg_id=self.broker.offset_msg_id(half.physical_offset),
-            broker_name=self.broker.config.broker_name,
-        )
-        connection.send_oneway(
-            RemotingCommand(
-                code=RequestCode.CHECK_TRANSACTION_STATE,
-                ext_fields=header.to_ext_fields(),
-                body=encode_record(real, limits=self.broker.store.config.limits),
-            )
-        )
-
     def _discard(self, half: HalfMessage) -> None:
-        store = self.broker.store
+        store = self.store
         record = store.read(half.physical_offset)
         properties = dict(record.properties)
         store.put(
@@ -377,6 +365,6 @@ class TransactionService:
         if key in self.pending:
             return self.pending[key]
         for half in self.pending.values():
-            if self.broker.offset_msg_id(half.physical_offset) == key.upper():
+            if self.offset_msg_id(half.physical_offset) == key.upper():
                 return half
         return None

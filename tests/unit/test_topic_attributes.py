@@ -9,6 +9,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from pocketmq.broker.handlers.common import RESPONSE_CODES
+from pocketmq.broker.protocol import ResponseCode
 from pocketmq.broker.protocol.headers import TopicConfig
 from pocketmq.broker.services.groups import GroupConfig, GroupManager, validate_group_name
 from pocketmq.broker.services.topics import (
@@ -61,7 +63,8 @@ def test_parse_attributes(text: str, expected: dict[str, str]) -> None:
 def test_parse_attributes_refuses_with_a_reason(text: str, reason: str) -> None:
     with pytest.raises(TopicError, match=reason) as caught:
         parse_attributes(text)
-    assert caught.value.code == 1  # SYSTEM_ERROR, as RocketMQ answers
+    # answered as SYSTEM_ERROR, as RocketMQ answers
+    assert RESPONSE_CODES[caught.value.kind] == ResponseCode.SYSTEM_ERROR
 
 
 def test_changes_add_and_delete_as_rocketmqs_attribute_util() -> None:

@@ -1,0 +1,133 @@
+"""Sending: the checks every front makes before a message is stored, and the store itself.
+
+A front (remoting SEND_MESSAGE/V2/BATCH, gRPC SendMessage) decodes its request into
+``PutMessage``s and asks this service; every refusal is a ``BrokerError`` whose kind the front
+translates. What differs between fronts stays in the front: remoting creates a missing topic
+on send when the broker allows it (``autoCreateTopicEnable``), gRPC checks the topic's 5.x
+message type and never creates one (RocketMQ's proxy), and each picks its queue its own way.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+from pocketmq.broker.errors import BrokerError, Kind, from_store_error
+from pocketmq.broker.services.retry import RetryService
+from pocketmq.broker.services.topics import (
+    NOT_ALLOWED_SEND_TOPICS,
+    PERM_WRITE,
+    TopicConfig,
+    TopicManager,
+    validate_topic_name,
+)
+from pocketmq.broker.services.writer import MessageWriter
+from pocketmq.store.errors import StoreError
+from pocketmq.store.message_store import MessageStore, PutMessage, PutResult
+
+__all__ = ["SendService"]
+
+# Topic names already found valid and open to clients (pure functions of the name, so checked
+# once per name instead of once per message).
+_SENDABLE_NAMES_MAX = 10_000
+
+
+class SendService:
+    def __init__(
+        self,
+        store: MessageStore,
+        *,
+        topics: TopicManager,
+        writer: MessageWriter,
+        retry: RetryService,
+        permission: Callable[[], int],
+        address: str,
+        batch_size_max: int,
+    ) -> None:
+        self.store = store
+        self.topics = topics
+        self.writer = writer
+        self.retry = retry
+        self.permission = permission  # the broker's permission now (it may change at run time)
+        self.address = address
+        self.batch_size_max = batch_size_max
+        self._sendable_names: set[str] = set()
+
+    # -- checks -----------------------------------------------------------------------------
+
+    def check_topic(self, topic: str) -> None:
+        """A topic name a client may send to, on a broker that takes writes."""
+        if topic not in self._sendable_names:
+            problem = validate_topic_name(topic)
+            if problem:
+                raise BrokerError(Kind.ILLEGAL_TOPIC, problem)
+            if topic in NOT_ALLOWED_SEND_TOPICS:
+                raise BrokerError(Kind.FORBIDDEN, f"sending message to topic[{topic}] is forbidden")
+            if len(self._sendable_names) >= _SENDABLE_NAMES_MAX:
+                self._sendable_names.clear()
+            self._sendable_names.add(topic)
+        if not self.permission() & PERM_WRITE:
+            raise BrokerError(
+                Kind.FORBIDDEN, f"the broker[{self.address}] sending message is forbidden"
+            )
+
+    def check_writable(self, config: TopicConfig) -> None:
+        if not config.perm & PERM_WRITE:
+            raise BrokerError(
+                Kind.FORBIDDEN, f"the topic[{config.topic_name}] sending is forbidden"
+            )
+
+    def topic_for_send(self, topic: str, default_queue_nums: int | None) -> TopicConfig:
+        """The topic's config, created on this send when the broker auto-creates topics."""
+        self.check_topic(topic)
+        config = self.topics.create_on_send(topic, default_queue_nums)
+        if config is None:
+            raise BrokerError(
+                Kind.TOPIC_NOT_FOUND,
+                f"topic[{topic}] not exist, apply first please! (auto-create is off)",
+            )
+        self.check_writable(config)
+        return config
+
+    @staticmethod
+    def queue_of(config: TopicConfig, queue_id: int) -> int:
+        """The queue asked for, or a random one for -1."""
+        if queue_id < 0:
+            return random.randrange(config.write_queue_nums)
+        if queue_id >= config.write_queue_nums:
+            raise BrokerError(
+                Kind.ILLEGAL_QUEUE,
+                f"request queueId[{queue_id}] is illegal, topic {config.topic_name} has "
+                f"{config.write_queue_nums} write queues",
+            )
+        return queue_id
+
+    # -- storing ----------------------------------------------------------------------------
+
+    def put(self, message: PutMessage, properties: dict[str, str]) -> PutResult:
+        """Store one message with its delay, timer or transaction."""
+        try:
+            return self.writer.put(message, properties)
+        except StoreError as error:
+            raise from_store_error(error) from None
+
+    def put_batch(self, messages: list[PutMessage]) -> list[PutResult]:
+        """Store a batch (one topic and queue) whole or not at all; no delay, timer or
+        transaction applies to a batch's messages (RocketMQ's MessageBatch)."""
+        first = messages[0]
+        try:
+            results = self.store.put_many(messages)
+        except StoreError as error:
+            raise from_store_error(error, "the batch") from None
+        self.writer.arrived(first.topic, first.queue_id)
+        return results
+
+    def check_batch(self, topic: str, size: int) -> None:
+        """A batch of ``size`` bytes may be sent to ``topic`` (before it is decoded)."""
+        if topic.startswith("%RETRY%"):
+            raise BrokerError(Kind.MESSAGE_ILLEGAL, "batch request does not support retry group")
+        if size > self.batch_size_max:
+            raise BrokerError(
+                Kind.MESSAGE_ILLEGAL,
+                f"batch of {size} bytes is over batch_size_max {self.batch_size_max}",
+            )
