@@ -18,15 +18,15 @@ from typing import Any, Final, NamedTuple
 from pocketmq.broker.protocol.errors import MalformedBodyError
 from pocketmq.broker.protocol.headers import MessageQueue as _WireMessageQueue
 from pocketmq.broker.protocol.message_codec import (
-    MESSAGE_MAGIC_CODE_V1,
     PLAIN_RECORD_EXCLUDED_FLAGS,
     RECORD_HEAD_V4,
     MessageExt,
     decode_message_at,
-    decode_properties_bytes,
     host_text,
     offset_msg_id_of,
 )
+from pocketmq.store.record import MAGIC_V1, decode_properties_bytes
+from pocketmq.store.topics import DLQ_TOPIC_PREFIX, NOT_ALLOWED_SEND_TOPICS, RETRY_TOPIC_PREFIX
 
 from .errors import ClientUsageError
 
@@ -62,22 +62,8 @@ PROPERTY_MIN_OFFSET: Final = "MIN_OFFSET"
 PROPERTY_MAX_OFFSET: Final = "MAX_OFFSET"
 KEY_SEPARATOR: Final = " "
 
-RETRY_TOPIC_PREFIX: Final = "%RETRY%"
-DLQ_TOPIC_PREFIX: Final = "%DLQ%"
-
 _TOPIC_CHARS = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _TOPIC_LENGTH_MAX: Final = 127
-# Topics a client may not send to (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
-_NOT_ALLOWED_SEND: Final = frozenset(
-    {
-        "SCHEDULE_TOPIC_XXXX",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-    }
-)
 
 
 def validate_topic(topic: str, *, for_send: bool = False) -> None:
@@ -90,7 +76,7 @@ def validate_topic(topic: str, *, for_send: bool = False) -> None:
         raise ClientUsageError(f"topic longer than {_TOPIC_LENGTH_MAX} characters: {topic!r}")
     if not _TOPIC_CHARS.match(topic):
         raise ClientUsageError(f"topic may only hold %|a-zA-Z0-9_- characters: {topic!r}")
-    if for_send and topic in _NOT_ALLOWED_SEND:
+    if for_send and topic in NOT_ALLOWED_SEND_TOPICS:
         raise ClientUsageError(f"clients may not send to system topic {topic!r}")
 
 
@@ -288,7 +274,7 @@ class ReceivedMessage:
                 rec_end = pos + total
                 body_end = pos + head_size + body_len  # at TOPICLEN
                 if (
-                    magic == MESSAGE_MAGIC_CODE_V1
+                    magic == MAGIC_V1
                     and not sys_flag & PLAIN_RECORD_EXCLUDED_FLAGS
                     and head_size <= total <= end - pos
                     and body_len >= 0

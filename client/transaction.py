@@ -314,7 +314,7 @@ class TransactionProducer(Producer):
                 mq,
                 properties,
                 flag=message.flag,
-                sys_flag=int(MessageSysFlag.TRANSACTION_PREPARED),
+                sys_flag=int(MessageSysFlag.TRANSACTION_PREPARED_TYPE),
             )
             return make_request(RequestCode.SEND_MESSAGE_V2, header, body=body)
 

@@ -25,11 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pocketmq.sparkexport.scan import (
-    MIN_RECORD_SIZE,
-    PHYSICAL_OFFSET_AT,
     STATE_LABELS,
-    SYSTEM_TOPIC_PREFIX,
-    SYSTEM_TOPICS,
     TRANSACTION_LABELS,
     WALK_MORE,
     WALK_RANGE,
@@ -40,7 +36,27 @@ from pocketmq.sparkexport.scan import (
     walk,
 )
 from pocketmq.store.crc import crc32 as fast_crc32
-from pocketmq.store.record import CRC_PROPERTY_LENGTH, CRC_PROPERTY_NAME, MAGIC_V1, MAGIC_V2, Host
+from pocketmq.store.record import (
+    BODY_AT_V4,
+    BORN_ADDRESS_AT,
+    CRC_PROPERTY_LENGTH,
+    CRC_PROPERTY_NAME,
+    CRC_PROPERTY_PREFIX,
+    FIELD_AT,
+    FIELDS,
+    HOST_SIZE_V4,
+    HOST_SIZE_V6,
+    MAGIC_V1,
+    MAGIC_V2,
+    MIN_RECORD_SIZE,
+    PHYSICAL_OFFSET_AT,
+    RECONSUME_TIMES_AT_V4,
+    STORE_ADDRESS_AT_V4,
+    STORE_TIMESTAMP_AT_V4,
+    Host,
+    SysFlag,
+)
+from pocketmq.store.topics import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -115,52 +131,32 @@ _STATE_INDEX = np.zeros(max(_STATE_CODES) + 1, dtype=np.int8)
 for _i, _code in enumerate(_STATE_CODES):
     _STATE_INDEX[_code] = _i
 _SYSTEM_TOPICS = pa.array(sorted(SYSTEM_TOPICS), _STRING)
-_BORN_HOST_AT = 48  # after TOTALSIZE .. BORNTIMESTAMP
-_CRC_PREFIX_WORD = int.from_bytes(b"__CRC32#", "big")
+_CRC_PREFIX_WORD = int.from_bytes(CRC_PROPERTY_NAME.encode(), "big")  # "__CRC32#", 8 bytes
+_CRC_DIGITS_AT = len(CRC_PROPERTY_PREFIX)  # "__CRC32#" 0x01, then ten digits
 _CRC_KEY_PREFIX = CRC_PROPERTY_NAME + "\x01"
+# From the reconsume times to the body: RECONSUMETIMES, PREPARED TX OFFSET, the body length.
+_RECONSUME_TO_BODY = BODY_AT_V4 - RECONSUME_TIMES_AT_V4
 
-# Every fixed field of a record with IPv4 hosts, up to the body length (88 bytes): one gather
-# per run of records. Records with an IPv6 host have the fields after BORNHOST elsewhere.
-_FIXED = np.dtype(
-    {
-        "names": [
-            "size",
-            "magic",
-            "crc",
-            "queue_id",
-            "flag",
-            "queue_offset",
-            "physical_offset",
-            "sysflag",
-            "born_timestamp",
-            "born_host",
-            "store_timestamp",
-            "store_host",
-            "reconsume_times",
-            "prepared_offset",
-            "body_len",
-        ],
-        "formats": [
-            ">i4",
-            ">u4",
-            ">u4",
-            ">i4",
-            ">i4",
-            ">i8",
-            ">i8",
-            ">i4",
-            ">i8",
-            ">u8",
-            ">i8",
-            ">u8",
-            ">i4",
-            ">i8",
-            ">i4",
-        ],
-        "offsets": [0, 4, 8, 12, 16, 20, 28, 36, 40, 48, 56, 64, 72, 76, 84],
-        "itemsize": 88,
-    }
-)
+
+def _fixed_dtype() -> np.dtype:
+    """Every fixed field of a record with IPv4 hosts, up to the body length (88 bytes), as
+    ``store.record.FIELDS`` lays them out: one gather per run of records. A host (address and
+    port) is read as one 8-byte key; records with an IPv6 host have the fields after BORNHOST
+    elsewhere."""
+    kinds = {"i": ">i4", "I": ">u4", "q": ">i8"}
+    names, formats, offsets = [], [], []
+    for name, code in FIELDS:
+        if name.endswith("_port"):
+            continue  # read with its address
+        names.append(name.removesuffix("_address") + "_host" if name.endswith("_address") else name)
+        formats.append(">u8" if name.endswith("_address") else kinds[code])
+        offsets.append(FIELD_AT[name])
+    return np.dtype(
+        {"names": names, "formats": formats, "offsets": offsets, "itemsize": BODY_AT_V4}
+    )
+
+
+_FIXED = _fixed_dtype()
 
 
 class Words:
@@ -321,20 +317,20 @@ def layout(words: Words, positions: list[int], sizes: list[int]) -> tuple[int, L
     fixed = words.fixed[np.minimum(pos, len(words.fixed) - 1)]
     magic = fixed["magic"].astype(np.int64)
     sysflag = fixed["sysflag"].astype(np.int64)
-    born_v6 = (sysflag & 0x10) != 0
-    store_v6 = (sysflag & 0x20) != 0
+    born_v6 = (sysflag & SysFlag.BORNHOST_V6) != 0
+    store_v6 = (sysflag & SysFlag.STOREHOST_V6) != 0
     all_v4 = not (born_v6.any() or store_v6.any())
     if all_v4:
-        store_ts_at = pos + 56
-        store_host_at = pos + 64
-        reconsume_at = pos + 72
-        body_at = pos + 88
-        body_len = fixed["body_len"].astype(np.int64)
+        store_ts_at = pos + STORE_TIMESTAMP_AT_V4
+        store_host_at = pos + STORE_ADDRESS_AT_V4
+        reconsume_at = pos + RECONSUME_TIMES_AT_V4
+        body_at = pos + BODY_AT_V4
+        body_len = fixed["body_length"].astype(np.int64)
     else:
-        store_ts_at = pos + _BORN_HOST_AT + np.where(born_v6, 20, 8)
-        store_host_at = store_ts_at + 8
-        reconsume_at = store_host_at + np.where(store_v6, 20, 8)
-        body_at = reconsume_at + 16
+        store_ts_at = pos + BORN_ADDRESS_AT + np.where(born_v6, HOST_SIZE_V6, HOST_SIZE_V4)
+        store_host_at = store_ts_at + (STORE_ADDRESS_AT_V4 - STORE_TIMESTAMP_AT_V4)
+        reconsume_at = store_host_at + np.where(store_v6, HOST_SIZE_V6, HOST_SIZE_V4)
+        body_at = reconsume_at + _RECONSUME_TO_BODY
         body_len = words.get("i4", body_at - 4)
     topic_at = body_at + body_len
     ok = ((magic == MAGIC_V1) | (magic == MAGIC_V2)) & (body_at <= end)
@@ -393,7 +389,7 @@ def _hosts(
     else:
         for row in range(count):
             start = int(at[row])
-            raw = bytes(words.u8[start : start + (20 if v6[row] else 8)])
+            raw = bytes(words.u8[start : start + (HOST_SIZE_V6 if v6[row] else HOST_SIZE_V4)])
             which[row] = len(raws)
             raws.append(raw)
     labels = [str(Host(raw[:-4], int.from_bytes(raw[-4:], "big", signed=True))) for raw in raws]
@@ -536,7 +532,7 @@ class BatchBuilder:
         )
 
         computed &= 0x7FFFFFFF
-        ok = computed == rows.fixed["crc"].astype(np.int64)
+        ok = computed == rows.fixed["body_crc"].astype(np.int64)
         if needs.any():
             rows_needing = np.flatnonzero(needs)
             ok[rows_needing] = self._record_crc(
@@ -554,11 +550,11 @@ class BatchBuilder:
         present = (
             (props_len >= CRC_PROPERTY_LENGTH)
             & (words.u8be[at] == _CRC_PREFIX_WORD)
-            & (words.u8[at + 8] == 1)
+            & (words.u8[at + len(CRC_PROPERTY_NAME)] == 1)
             & (words.u8[end - 1] == 2)
         )
-        first = words.u8be[at + 9].astype(np.uint64)  # digits 0-7
-        last = words.i2[at + 17].astype(np.int64)  # digits 8-9
+        first = words.u8be[at + _CRC_DIGITS_AT].astype(np.uint64)  # digits 0-7
+        last = words.i2[at + _CRC_DIGITS_AT + 8].astype(np.int64)  # digits 8-9
         stored = np.zeros(len(end), dtype=np.int64)
         for k in range(10):
             if k < 8:
@@ -623,11 +619,11 @@ class BatchBuilder:
         born_ms = fixed["born_timestamp"].astype(np.int64)
         if rows.all_v4:
             reconsume = fixed["reconsume_times"].astype(np.int32)
-            prepared = fixed["prepared_offset"].astype(np.int64)
+            prepared = fixed["prepared_transaction_offset"].astype(np.int64)
         else:
             reconsume = words.get("i4", rows.reconsume_at).astype(np.int32)
             prepared = words.get("i8", rows.reconsume_at + 4)
-        born_hosts, _, _ = _hosts(words, pos + _BORN_HOST_AT, rows.born_v6)
+        born_hosts, _, _ = _hosts(words, pos + BORN_ADDRESS_AT, rows.born_v6)
         store_hosts, store_raws, store_which = _hosts(words, rows.store_host_at, rows.store_v6)
         properties = _properties(
             _slices(region, base, rows.props_start, rows.props_start + rows.props_len, _STRING),
@@ -641,7 +637,7 @@ class BatchBuilder:
             pa.array(rows.size.astype(np.int32)),
             pa.array(rows.magic),
             pa.array(np.where(rows.magic == MAGIC_V2, 2, 1).astype(np.int32)),
-            pa.array(fixed["crc"].astype(np.int64)),
+            pa.array(fixed["body_crc"].astype(np.int64)),
             pa.array(crc_ok),
             pa.array(fixed["queue_id"].astype(np.int32)),
             pa.array(fixed["queue_offset"].astype(np.int64)),

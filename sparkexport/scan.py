@@ -32,8 +32,17 @@ from typing import Any
 
 from pocketmq.store.errors import CorruptRecordError
 from pocketmq.store.reader import StoreReader
-from pocketmq.store.record import BLANK_MAGIC, MAGIC_V1, MAGIC_V2, check_record
+from pocketmq.store.record import (
+    BLANK_MAGIC,
+    MAGIC_V1,
+    MAGIC_V2,
+    MIN_RECORD_SIZE,
+    PHYSICAL_OFFSET_AT,
+    SysFlag,
+    check_record,
+)
 from pocketmq.store.state import MessageState, StateTable
+from pocketmq.store.topics import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS, is_system_topic
 
 __all__ = [
     "DEFAULT_BATCH_BYTES",
@@ -41,6 +50,7 @@ __all__ = [
     "DEFAULT_MAX_PARTITION_BYTES",
     "STATE_LABELS",
     "SYSTEM_TOPICS",
+    "SYSTEM_TOPIC_PREFIX",
     "TRANSACTION_LABELS",
     "RangePlan",
     "RangeStats",
@@ -59,38 +69,20 @@ DEFAULT_MAX_PARTITION_BYTES = 128 * 1024 * 1024
 DEFAULT_BATCH_ROWS = 32_768
 DEFAULT_BATCH_BYTES = 32 * 1024 * 1024
 
-# RocketMQ TopicValidator's system topics, and anything starting with its prefix ``rmq_sys_``
-# (pocketmq's state records, timer wheel, pop revive logs).
-SYSTEM_TOPICS = frozenset(
-    {
-        "TBW102",
-        "SCHEDULE_TOPIC_XXXX",
-        "BenchmarkTest",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRACE_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-        "CHECKPOINT_TOPIC",
-    }
-)
-SYSTEM_TOPIC_PREFIX = "rmq_sys_"
-
-# SYSFLAG bits 2-3 (MessageSysFlag.TRANSACTION_*_TYPE).
-TRANSACTION_LABELS = {0x0: "normal", 0x4: "prepared", 0x8: "commit", 0xC: "rollback"}
+# SYSFLAG bits 2-3 (SysFlag.TRANSACTION_*_TYPE).
+TRANSACTION_LABELS = {
+    SysFlag.TRANSACTION_NOT_TYPE: "normal",
+    SysFlag.TRANSACTION_PREPARED_TYPE: "prepared",
+    SysFlag.TRANSACTION_COMMIT_TYPE: "commit",
+    SysFlag.TRANSACTION_ROLLBACK_TYPE: "rollback",
+}
 STATE_LABELS = {state.value: state.label for state in MessageState}
 
-MIN_RECORD_SIZE = 91  # V1 record with IPv4 hosts, empty body, topic and properties
-PHYSICAL_OFFSET_AT = 28
+# MIN_RECORD_SIZE and PHYSICAL_OFFSET_AT come from store.record, as the record's layout does.
 _SIZE_MAGIC = struct.Struct(">iI")
 _I32 = struct.Struct(">i")
 _Q = struct.Struct(">q")
 _MAGIC_BYTES = (MAGIC_V1.to_bytes(4, "big"), MAGIC_V2.to_bytes(4, "big"))
-
-
-def is_system_topic(topic: str) -> bool:
-    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
 
 
 # -- options -------------------------------------------------------------------------------

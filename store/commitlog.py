@@ -11,7 +11,6 @@ another thread at the same time; it only reads the segment list under ``_lock`` 
 from __future__ import annotations
 
 import bisect
-import struct
 import threading
 from dataclasses import dataclass
 
@@ -20,10 +19,15 @@ from pocketmq.store.crc import crc32
 from pocketmq.store.errors import CorruptRecordError, OffsetOutOfRangeError, StoreError
 from pocketmq.store.files import Backend, Segment
 from pocketmq.store.record import (
+    CRC_PROPERTY_BACKWARDS,
     CRC_PROPERTY_LENGTH,
     END_FILE_MIN_BLANK_LENGTH,
+    HOSTS_V6,
     MAGIC_V1,
     MAGIC_V2,
+    PREFIX,
+    PREFIX_V4,
+    TOPIC_LENGTH_MAX_V1,
     Host,
     MessageRecord,
     SysFlag,
@@ -34,15 +38,10 @@ from pocketmq.store.record import (
 
 __all__ = ["AppendResult", "CommitLog"]
 
-_PREFIX = {
-    (b, s): struct.Struct(">iIIiiqqiq" + f"{b}siq{s}siiqi") for b in (4, 16) for s in (4, 16)
-}
-_PREFIX_V4 = _PREFIX[(4, 4)]
+# The record's structs and constants come from store.record (``append`` is its encoder,
+# ``pack_record``, written out for the hot path; a property test pins the two together).
 _TOPIC_FIELDS_MAX = 4096
-_FIXED_V4 = _PREFIX_V4.size  # 88 bytes before the body with IPv4 hosts
-# The __CRC32# property written backwards: reversed, it is "__CRC32#\x01" + digits + "\x02".
-_CRC_PROPERTY_BACKWARDS = b"\x02%010d\x01#23CRC__"
-_NOT_V6 = ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
+_NOT_V6 = ~HOSTS_V6
 _PREFAULT_CHUNK = 1 << 20  # see Segment.prefault
 
 
@@ -228,19 +227,21 @@ class CommitLog:
         store_address = store_host.address
         sysflag &= _NOT_V6
         if len(born_address) == 4 and len(store_address) == 4:
-            prefix = _PREFIX_V4
+            prefix = PREFIX_V4
         else:
             if len(born_address) == 16:
                 sysflag |= SysFlag.BORNHOST_V6
             if len(store_address) == 16:
                 sysflag |= SysFlag.STOREHOST_V6
-            prefix = _PREFIX[(len(born_address), len(store_address))]
+            prefix = PREFIX[(len(born_address), len(store_address))]
         topic_field = self._topic_fields.get(topic)
         if topic_field is None:
             if len(self._topic_fields) >= _TOPIC_FIELDS_MAX:
                 self._topic_fields.clear()
             # V1 records hold a signed-byte topic length; longer topics need V2's short
-            topic_field = len(topic).to_bytes(2 if len(topic) > 127 else 1, "big") + topic
+            topic_field = (
+                len(topic).to_bytes(2 if len(topic) > TOPIC_LENGTH_MAX_V1 else 1, "big") + topic
+            )
             self._topic_fields[topic] = topic_field
         body_len = len(body)
         properties_len = len(properties) + (CRC_PROPERTY_LENGTH if append_crc else 0)
@@ -261,7 +262,7 @@ class CommitLog:
             (
                 prefix.pack(
                     total,
-                    MAGIC_V2 if len(topic) > 127 else MAGIC_V1,
+                    MAGIC_V2 if len(topic) > TOPIC_LENGTH_MAX_V1 else MAGIC_V1,
                     crc32(body) & 0x7FFFFFFF,
                     queue_id,
                     flag,
@@ -292,7 +293,7 @@ class CommitLog:
         if append_crc:
             # encode_crc_property, inlined: "__CRC32#\x01", ten digits backwards, "\x02"
             crc = crc32(record) & 0x7FFFFFFF
-            view[at : at + CRC_PROPERTY_LENGTH] = (_CRC_PROPERTY_BACKWARDS % crc)[::-1]
+            view[at : at + CRC_PROPERTY_LENGTH] = (CRC_PROPERTY_BACKWARDS % crc)[::-1]
             at += CRC_PROPERTY_LENGTH
         assert at == position + total
         self._write_position = at

@@ -1,4 +1,12 @@
-"""The commitlog record: Apache RocketMQ's on-disk message layout (V1 and V2 magic).
+"""The commitlog record: Apache RocketMQ's on-disk message layout (V1 and V2 magic), in one place.
+
+Everything that reads or writes a record builds on this module: the store (commitlog appends,
+reads, the recovery scan), the remoting codec (a pulled body is records back to back), the SDK
+(its consumer decodes pulled records) and the Spark reader. Their fast paths take their structs
+and offsets from the definitions here (:data:`FIELDS`, :func:`fixed_struct`, :data:`FIELD_AT`);
+property tests pin each fast path to the general code below. The module is pure (struct,
+msgspec, the CRC helper, the store's error classes), so the SDK may import it without the store
+engine (``tests/test_layering.py``).
 
 All integers are big-endian. Offsets below assume IPv4 born and store hosts; an IPv6 host (sysflag
 bit 0x10 for the born host, 0x20 for the store host) is 16 + 4 bytes instead of 4 + 4 and shifts
@@ -35,6 +43,7 @@ from __future__ import annotations
 import ipaddress
 import struct
 from collections.abc import Mapping
+from typing import Final, NamedTuple
 
 import msgspec
 
@@ -43,34 +52,49 @@ from pocketmq.store.errors import CorruptRecordError, LimitExceededError
 
 __all__ = [
     "BLANK_MAGIC",
+    "BODY_AT_V4",
     "END_FILE_MIN_BLANK_LENGTH",
+    "FIELDS",
+    "FIELD_AT",
     "MAGIC_V1",
     "MAGIC_V2",
+    "MIN_RECORD_SIZE",
     "Host",
     "MessageRecord",
+    "PropertyError",
+    "RecordFields",
     "RecordLimits",
     "SysFlag",
     "body_crc",
     "check_record",
     "decode_properties",
+    "decode_properties_bytes",
     "decode_record",
     "encode_properties",
+    "encode_properties_checked",
     "encode_record",
+    "fixed_struct",
+    "pack_record",
+    "picking_struct",
     "record_length",
     "transaction_type",
+    "unpack_record",
+    "with_reconsume_times",
 ]
 
-MAGIC_V1 = 0xDAA320A7
-MAGIC_V2 = 0xDAA320AB
-BLANK_MAGIC = 0xCBD43194
-END_FILE_MIN_BLANK_LENGTH = 8  # TOTALSIZE + MAGIC of the filler record
+MAGIC_V1: Final = 0xDAA320A7
+MAGIC_V2: Final = 0xDAA320AB
+BLANK_MAGIC: Final = 0xCBD43194
+END_FILE_MIN_BLANK_LENGTH: Final = 8  # TOTALSIZE + MAGIC of the filler record
 
-NAME_VALUE_SEPARATOR = "\x01"
-PROPERTY_SEPARATOR = "\x02"
+NAME_VALUE_SEPARATOR: Final = "\x01"
+PROPERTY_SEPARATOR: Final = "\x02"
 
 
 class SysFlag:
-    """Bits of the SYSFLAG field (RocketMQ ``MessageSysFlag``)."""
+    """Bits of the SYSFLAG field (RocketMQ ``MessageSysFlag``; ``broker.protocol.codes`` names
+    this class so too). Plain ints, not an ``IntFlag``: they are combined with every message's
+    flags, and enum arithmetic is several times slower."""
 
     COMPRESSED = 0x1
     MULTI_TAGS = 0x2
@@ -83,41 +107,122 @@ class SysFlag:
     STOREHOST_V6 = 0x20
     NEED_UNWRAP = 0x40
     INNER_BATCH = 0x80
-    COMPRESSION_TYPE_MASK = 0x700
+    # Bits 8-10: the compression of a COMPRESSED body (4.x clients write 0: zlib).
+    COMPRESSION_LZ4 = 0x100
+    COMPRESSION_ZSTD = 0x200
+    COMPRESSION_ZLIB = 0x300
+    COMPRESSION_MASK = 0x700
 
 
 def transaction_type(sysflag: int) -> int:
     return sysflag & SysFlag.TRANSACTION_MASK
 
 
-# Head: TOTALSIZE .. SYSFLAG, then BORNTIMESTAMP.
-_HEAD = struct.Struct(">iIIiiqqiq")
-# The fields after each host, keyed by the host's address length.
-_HEAD_SIZE = _HEAD.size  # 48: where BORNHOST starts
-PHYSICAL_OFFSET_POSITION = struct.calcsize(">iIIiiq")  # 28
-QUEUE_OFFSET_POSITION = struct.calcsize(">iIIii")  # 20
-SYSFLAG_POSITION = struct.calcsize(">iIIiiqq")  # 36
+# -- the layout ----------------------------------------------------------------------------------
+
+# The fixed part of a record, field by field with its struct code. A host is its address (4 bytes
+# for IPv4, 16 for IPv6: the sysflag bit says which) then an int port; "{born}s" and "{store}s"
+# are filled in with the address widths. Every offset and struct below derives from this table.
+FIELDS: Final = (
+    ("total_size", "i"),
+    ("magic", "I"),
+    ("body_crc", "I"),
+    ("queue_id", "i"),
+    ("flag", "i"),
+    ("queue_offset", "q"),
+    ("physical_offset", "q"),
+    ("sysflag", "i"),
+    ("born_timestamp", "q"),
+    ("born_address", "{born}s"),
+    ("born_port", "i"),
+    ("store_timestamp", "q"),
+    ("store_address", "{store}s"),
+    ("store_port", "i"),
+    ("reconsume_times", "i"),
+    ("prepared_transaction_offset", "q"),
+    ("body_length", "i"),
+)
+ADDRESS_V4: Final = 4
+ADDRESS_V6: Final = 16
+V6_SHIFT: Final = ADDRESS_V6 - ADDRESS_V4  # what an IPv6 host moves every later field by
+HOST_SIZE_V4: Final = ADDRESS_V4 + 4  # address and port
+HOST_SIZE_V6: Final = ADDRESS_V6 + 4
+
+
+def _codes(born: int, store: int, *, signed_crc: bool = False) -> list[str]:
+    return [
+        "i" if signed_crc and name == "body_crc" else code.format(born=born, store=store)
+        for name, code in FIELDS
+    ]
+
+
+def fixed_struct(
+    born: int = ADDRESS_V4, store: int = ADDRESS_V4, *, signed_crc: bool = False
+) -> struct.Struct:
+    """The fixed part (TOTALSIZE .. the body length) as one struct, for born and store addresses
+    of ``born`` and ``store`` bytes: it unpacks to the values of :data:`FIELDS`, in order.
+    ``signed_crc`` reads BODYCRC as Java does (a signed int), for readers that show what a Java
+    client shows; a valid record's CRC has the sign bit clear, so only damage tells them apart."""
+    return struct.Struct(">" + "".join(_codes(born, store, signed_crc=signed_crc)))
+
+
+def _offsets() -> dict[str, int]:
+    codes = _codes(ADDRESS_V4, ADDRESS_V4)
+    return {
+        name: struct.calcsize(">" + "".join(codes[:index]))
+        for index, (name, _) in enumerate(FIELDS)
+    }
+
+
+# Where each fixed field starts in a record with IPv4 hosts. Fields before the born address are
+# where they are in any record; the later ones move by V6_SHIFT for each IPv6 host before them.
+FIELD_AT: Final = _offsets()
+MAGIC_AT: Final = FIELD_AT["magic"]  # 4
+BODY_CRC_AT: Final = FIELD_AT["body_crc"]  # 8
+QUEUE_OFFSET_AT: Final = FIELD_AT["queue_offset"]  # 20
+PHYSICAL_OFFSET_AT: Final = FIELD_AT["physical_offset"]  # 28
+SYSFLAG_AT: Final = FIELD_AT["sysflag"]  # 36
+BORN_ADDRESS_AT: Final = FIELD_AT["born_address"]  # 48
+STORE_TIMESTAMP_AT_V4: Final = FIELD_AT["store_timestamp"]  # 56
+STORE_ADDRESS_AT_V4: Final = FIELD_AT["store_address"]  # 64
+RECONSUME_TIMES_AT_V4: Final = FIELD_AT["reconsume_times"]  # 72
+BODY_LENGTH_AT_V4: Final = FIELD_AT["body_length"]  # 84
+# The fixed part of each host combination (born, store address widths).
+PREFIX: Final = {
+    (b, s): fixed_struct(b, s) for b in (ADDRESS_V4, ADDRESS_V6) for s in (ADDRESS_V4, ADDRESS_V6)
+}
+PREFIX_V4: Final = PREFIX[(ADDRESS_V4, ADDRESS_V4)]
+BODY_AT_V4: Final = PREFIX_V4.size  # 88: the first body byte
+TOPIC_LENGTH_MAX_V1: Final = 127  # V1 holds a signed-byte topic length; longer topics need V2
+# The smallest record: V1, IPv4 hosts, empty body, topic and properties (TOPIC and PROPERTIES
+# lengths, 1 + 2 bytes).
+MIN_RECORD_SIZE: Final = BODY_AT_V4 + 1 + 2  # 91
+HOSTS_V6 = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
+
+
+def picking_struct(*names: str) -> struct.Struct:
+    """A struct that reads the named fixed fields (in layout order) of a record with IPv4 hosts
+    and skips the bytes between them: one unpack for a fast path that needs a few fields."""
+    codes = _codes(ADDRESS_V4, ADDRESS_V4)
+    index = {name: i for i, (name, _) in enumerate(FIELDS)}
+    wanted = sorted(index[name] for name in names)
+    assert len(wanted) == len(names), f"unknown or repeated field in {names}"
+    text = ">"
+    at = 0
+    for i in wanted:
+        name = FIELDS[i][0]
+        if FIELD_AT[name] > at:
+            text += f"{FIELD_AT[name] - at}x"
+        text += codes[i]
+        at = FIELD_AT[name] + struct.calcsize(">" + codes[i])
+    return struct.Struct(text)
+
+
 _I32 = struct.Struct(">i")
 _U32 = struct.Struct(">I")
 _I16 = struct.Struct(">h")
-_I8 = struct.Struct(">b")
 _SIZE_MAGIC_CRC = struct.Struct(">iII")
 _SIZE_MAGIC = struct.Struct(">iI")
-_Q = struct.Struct(">q")
-
-
-def _middle_struct(born_len: int, store_len: int) -> struct.Struct:
-    # BORNHOST, STORETIMESTAMP, STOREHOST, RECONSUMETIMES, PREPARED TX OFFSET, BODY length
-    return struct.Struct(f">{born_len}siq{store_len}siiqi")
-
-
-_BODY_POSITION_V4 = _HEAD_SIZE + struct.calcsize(">4siq4siiqi")  # 88: first body byte
-
-_MIDDLE = {(b, s): _middle_struct(b, s) for b in (4, 16) for s in (4, 16)}
-# Full fixed prefix (up to and including the body length), one struct per host combination.
-_PREFIX = {
-    (b, s): struct.Struct(">iIIiiqqiq" + f"{b}siq{s}siiqi") for b in (4, 16) for s in (4, 16)
-}
 
 
 class RecordLimits(msgspec.Struct, frozen=True, kw_only=True):
@@ -190,26 +295,36 @@ class MessageRecord(msgspec.Struct, kw_only=True):
         return self.properties.get("UNIQ_KEY")
 
 
+# -- CRCs ----------------------------------------------------------------------------------------
+
 CRC_PROPERTY_NAME = "__CRC32#"
 CRC_PROPERTY_LENGTH = 20  # "__CRC32#" 0x01 ten digits 0x02
 CRC_RESERVE = (
     CRC_PROPERTY_LENGTH + 1
 )  # and a separator that may have to close the user's properties
-_CRC_PROPERTY_PREFIX = b"__CRC32#\x01"
+CRC_PROPERTY_PREFIX = b"__CRC32#\x01"
+# The property written backwards, digits left to right: ``(CRC_PROPERTY_BACKWARDS % crc)[::-1]``
+# is the property (the least significant digit first, as RocketMQ writes it).
+CRC_PROPERTY_BACKWARDS = b"\x02%010d" + CRC_PROPERTY_PREFIX[::-1]
 
 
 def encode_crc_property(crc: int) -> bytes:
     """RocketMQ's ``__CRC32#`` property: ten decimal digits, least significant digit first."""
     assert 0 <= crc <= 0x7FFFFFFF
-    return _CRC_PROPERTY_PREFIX + (b"%010d" % crc)[::-1] + b"\x02"
+    return (CRC_PROPERTY_BACKWARDS % crc)[::-1]
 
 
 def record_crc_at(view: memoryview | bytes, end: int) -> int | None:
     """The whole-record CRC stored in the last 20 bytes before ``end``, or None if absent."""
     start = end - CRC_PROPERTY_LENGTH
-    if start < 0 or view[end - 1] != 2 or bytes(view[start : start + 9]) != _CRC_PROPERTY_PREFIX:
+    prefix = len(CRC_PROPERTY_PREFIX)
+    if (
+        start < 0
+        or view[end - 1] != 2
+        or bytes(view[start : start + prefix]) != CRC_PROPERTY_PREFIX
+    ):
         return None
-    digits = bytes(view[start + 9 : end - 1])
+    digits = bytes(view[start + prefix : end - 1])
     if not digits.isdigit():
         return None
     return int(digits[::-1])
@@ -227,53 +342,142 @@ def body_crc(body: bytes | memoryview) -> int:
     return crc32(body) & 0x7FFFFFFF
 
 
-def encode_properties(properties: Mapping[str, str]) -> str:
-    """``name\\x01value\\x02`` for each pair, trailing separator included; None values skipped."""
+# -- properties ----------------------------------------------------------------------------------
+
+
+def encode_properties(properties: Mapping[str, str | None]) -> str:
+    """``name\\x01value\\x02`` for each pair, trailing separator included; None values skipped.
+
+    Trusts its input: a name holding 0x01 or 0x02, or a value holding 0x02, changes the meaning
+    of the string (properties decoded by :func:`decode_properties` never do). Text from outside
+    goes through :func:`encode_properties_checked`."""
     return "".join(
-        f"{name}{NAME_VALUE_SEPARATOR}{value}{PROPERTY_SEPARATOR}"
-        for name, value in properties.items()
-        if value is not None
+        [f"{name}\x01{value}\x02" for name, value in properties.items() if value is not None]
     )
 
 
+class PropertyError(ValueError):
+    """A property that the properties string cannot carry (a separator in it)."""
+
+    def __init__(self, reason: str, value: str) -> None:
+        self.reason = reason
+        self.value = value
+        super().__init__(f"{reason}: {value!r}")
+
+
+def encode_properties_checked(properties: Mapping[str, str | None]) -> str:
+    """Java's ``messageProperties2String``, refusing what would change the string's meaning:
+    a name holding 0x01/0x02 or a value holding 0x02 raises :class:`PropertyError` (Java writes
+    them blindly). ``None`` values are skipped; empty names or values are written, as Java does,
+    and are dropped again by :func:`decode_properties`."""
+    parts: list[str] = []
+    for name, value in properties.items():
+        if value is None:
+            continue
+        if NAME_VALUE_SEPARATOR in name or PROPERTY_SEPARATOR in name:
+            raise PropertyError("property name holds a separator", name)
+        if PROPERTY_SEPARATOR in value:
+            raise PropertyError(f"value of property {name!r} holds 0x02", value)
+        parts.append(f"{name}\x01{value}\x02")
+    return "".join(parts)
+
+
 def decode_properties(text: str) -> dict[str, str]:
-    """RocketMQ's parse rule: pairs split on 0x02; a pair needs 0x01 neither first nor last."""
-    result: dict[str, str] = {}
-    if not text:
-        return result
-    for pair in text.split(PROPERTY_SEPARATOR):
-        index = pair.find(NAME_VALUE_SEPARATOR)
-        if index > 0 and index < len(pair) - 1:
-            result[pair[:index]] = pair[index + 1 :]
-    return result
+    """Java's ``string2messageProperties``; never fails, drops malformed segments."""
+    out: dict[str, str] = {}
+    for segment in text.split(PROPERTY_SEPARATOR):
+        # Kept iff the first 0x01 is neither the first nor the last character (so the segment
+        # has at least 3): a non-empty name before it and a non-empty value after it.
+        name, _, value = segment.partition(NAME_VALUE_SEPARATOR)
+        if name and value:
+            out[name] = value
+    return out
+
+
+def decode_properties_bytes(raw: bytes) -> dict[str, str]:
+    """A record's PROPERTIES field as a reader shows it: UTF-8, with bytes that are not replaced
+    (Java's ``new String(bytes, UTF_8)``), and without the store's ``__CRC32#``: it guards the
+    stored bytes and is not part of the message (a copy of the message gets its own)."""
+    if not raw:
+        return {}
+    try:
+        text = raw.decode()
+    except UnicodeDecodeError:
+        text = raw.decode("utf-8", "replace")
+    properties = decode_properties(text)
+    properties.pop(CRC_PROPERTY_NAME, None)
+    return properties
+
+
+# -- encoding ------------------------------------------------------------------------------------
 
 
 def record_length(body_len: int, topic_len: int, properties_len: int, sysflag: int = 0) -> int:
     """RocketMQ ``calMsgLength`` for V1 (topic length <= 127) or V2 records."""
-    born = 20 if sysflag & SysFlag.BORNHOST_V6 else 8
-    stored = 20 if sysflag & SysFlag.STOREHOST_V6 else 8
-    topic_len_size = 1 if topic_len <= 127 else 2
-    return (
-        4
-        + 4
-        + 4
-        + 4
-        + 4
-        + 8
-        + 8
-        + 4
-        + 8
-        + born
-        + 8
-        + stored
-        + 4
-        + 8
-        + 4
-        + body_len
-        + topic_len_size
-        + topic_len
-        + 2
-        + properties_len
+    born = ADDRESS_V6 if sysflag & SysFlag.BORNHOST_V6 else ADDRESS_V4
+    stored = ADDRESS_V6 if sysflag & SysFlag.STOREHOST_V6 else ADDRESS_V4
+    topic_len_size = 1 if topic_len <= TOPIC_LENGTH_MAX_V1 else 2
+    return PREFIX[(born, stored)].size + body_len + topic_len_size + topic_len + 2 + properties_len
+
+
+def pack_record(
+    topic: bytes,
+    body: bytes | memoryview,
+    properties: bytes,
+    *,
+    queue_id: int,
+    flag: int,
+    queue_offset: int,
+    physical_offset: int,
+    sysflag: int,
+    born_timestamp: int,
+    born_address: bytes,
+    born_port: int,
+    store_timestamp: int,
+    store_address: bytes,
+    store_port: int,
+    reconsume_times: int,
+    prepared_transaction_offset: int,
+) -> bytes:
+    """One record with TOTALSIZE, magic and BODYCRC computed: V1, or V2 for a topic over 127
+    bytes; the host bits of ``sysflag`` follow the address widths, as RocketMQ chooses them.
+    ``body`` is written as given (already compressed if ``sysflag`` says so). Checks no limit:
+    lengths must fit their fields (the caller's limits), other values raise ``struct.error``."""
+    sysflag &= ~HOSTS_V6
+    if len(born_address) == ADDRESS_V6:
+        sysflag |= SysFlag.BORNHOST_V6
+    if len(store_address) == ADDRESS_V6:
+        sysflag |= SysFlag.STOREHOST_V6
+    version_two = len(topic) > TOPIC_LENGTH_MAX_V1
+    prefix = PREFIX[(len(born_address), len(store_address))]
+    total = prefix.size + len(body) + (2 if version_two else 1) + len(topic) + 2 + len(properties)
+    return b"".join(
+        (
+            prefix.pack(
+                total,
+                MAGIC_V2 if version_two else MAGIC_V1,
+                crc32(body) & 0x7FFFFFFF,
+                queue_id,
+                flag,
+                queue_offset,
+                physical_offset,
+                sysflag,
+                born_timestamp,
+                born_address,
+                born_port,
+                store_timestamp,
+                store_address,
+                store_port,
+                reconsume_times,
+                prepared_transaction_offset,
+                len(body),
+            ),
+            body,
+            len(topic).to_bytes(2 if version_two else 1, "big"),
+            topic,
+            len(properties).to_bytes(2, "big"),
+            properties,
+        )
     )
 
 
@@ -307,57 +511,47 @@ def encode_record(
     )
     if append_crc:
         properties_bytes = with_crc_room(properties_bytes) + bytes(CRC_PROPERTY_LENGTH)
-    body = record.body
-    born, stored = record.born_host, record.store_host
-    sysflag = record.sysflag & ~(SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6)
-    if born.is_v6:
-        sysflag |= SysFlag.BORNHOST_V6
-    if stored.is_v6:
-        sysflag |= SysFlag.STOREHOST_V6
-    topic_len = len(topic_bytes)
-    version_two = topic_len > 127
-    total = record_length(len(body), topic_len, len(properties_bytes), sysflag)
-    prefix = _PREFIX[(len(born.address), len(stored.address))].pack(
-        total,
-        MAGIC_V2 if version_two else MAGIC_V1,
-        body_crc(body),
-        record.queue_id,
-        record.flag,
-        record.queue_offset,
-        record.physical_offset,
-        sysflag,
-        record.born_timestamp,
-        born.address,
-        born.port,
-        record.store_timestamp,
-        stored.address,
-        stored.port,
-        record.reconsume_times,
-        record.prepared_transaction_offset,
-        len(body),
+    encoded = pack_record(
+        topic_bytes,
+        record.body,
+        properties_bytes,
+        queue_id=record.queue_id,
+        flag=record.flag,
+        queue_offset=record.queue_offset,
+        physical_offset=record.physical_offset,
+        sysflag=record.sysflag,
+        born_timestamp=record.born_timestamp,
+        born_address=record.born_host.address,
+        born_port=record.born_host.port,
+        store_timestamp=record.store_timestamp,
+        store_address=record.store_host.address,
+        store_port=record.store_host.port,
+        reconsume_times=record.reconsume_times,
+        prepared_transaction_offset=record.prepared_transaction_offset,
     )
-    topic_len_bytes = topic_len.to_bytes(2 if version_two else 1, "big")
-    encoded = b"".join(
-        (
-            prefix,
-            body,
-            topic_len_bytes,
-            topic_bytes,
-            len(properties_bytes).to_bytes(2, "big"),
-            properties_bytes,
-        )
-    )
-    assert len(encoded) == total
     if append_crc:
+        total = len(encoded)
         crc = crc32(memoryview(encoded)[: total - CRC_PROPERTY_LENGTH]) & 0x7FFFFFFF
         encoded = encoded[: total - CRC_PROPERTY_LENGTH] + encode_crc_property(crc)
     return encoded
 
 
+def with_reconsume_times(record: bytes, reconsume_times: int) -> bytes:
+    """A copy of an encoded record with RECONSUMETIMES set. A whole-record ``__CRC32#`` in it no
+    longer matches: the copy is for a reader (a pulled body), not for the store."""
+    sysflag = _I32.unpack_from(record, SYSFLAG_AT)[0]
+    at = RECONSUME_TIMES_AT_V4
+    if sysflag & SysFlag.BORNHOST_V6:
+        at += V6_SHIFT
+    if sysflag & SysFlag.STOREHOST_V6:
+        at += V6_SHIFT
+    return record[:at] + _I32.pack(reconsume_times) + record[at + 4 :]
+
+
 def check_limits(
     topic: str,
     topic_bytes: bytes,
-    body: bytes,
+    body: bytes | memoryview,
     properties_bytes: bytes,
     limits: RecordLimits,
     *,
@@ -402,6 +596,97 @@ def _topic_chars_ok(topic: str) -> bool:
 DEFAULT_LIMITS = RecordLimits()
 
 
+def encode_blank(remaining: int) -> bytes:
+    """The END-OF-FILE filler: only 8 bytes are written, TOTALSIZE says how many are left."""
+    assert remaining >= END_FILE_MIN_BLANK_LENGTH
+    return _SIZE_MAGIC_CRC.pack(remaining, BLANK_MAGIC, 0)[:8]
+
+
+# -- validating and decoding ---------------------------------------------------------------------
+
+
+class _Fault(Exception):
+    """What is wrong with a record (``reason``) and where (``at``: the faulty field)."""
+
+    def __init__(self, reason: str, at: int) -> None:
+        self.reason = reason
+        self.at = at
+
+
+def _parts(
+    view: memoryview | bytes, position: int
+) -> tuple[int, int, int, int, int, int, int] | None:
+    """Check the structure of the record at ``position`` (magic, then every length, so that the
+    fields add up to TOTALSIZE within ``view``): (total size, magic, sysflag, body position,
+    TOPIC position, PROPERTIES position, properties length). None for an END-OF-FILE filler;
+    raises :class:`_Fault` for anything else that is not a whole record."""
+    remaining = len(view) - position
+    if remaining < END_FILE_MIN_BLANK_LENGTH:
+        raise _Fault(f"only {remaining} bytes left, no record header", position)
+    total, magic = _SIZE_MAGIC.unpack_from(view, position)  # 8 bytes: a filler may end here
+    if magic == BLANK_MAGIC:
+        return None
+    if magic != MAGIC_V1 and magic != MAGIC_V2:
+        if total == 0 and magic == 0:
+            raise _Fault("zero bytes (end of written data)", position)
+        raise _Fault(f"bad magic code 0x{magic:08X}", position + MAGIC_AT)
+    if total < MIN_RECORD_SIZE or total > remaining:
+        raise _Fault(f"record size {total} does not fit the {remaining} bytes left", position)
+    sysflag = _I32.unpack_from(view, position + SYSFLAG_AT)[0]
+    body_at = position + BODY_AT_V4
+    if sysflag & SysFlag.BORNHOST_V6:
+        body_at += V6_SHIFT
+    if sysflag & SysFlag.STOREHOST_V6:
+        body_at += V6_SHIFT
+    end = position + total
+    if body_at + 3 > end:  # IPv6 hosts in a record too small for them
+        raise _Fault(f"record size {total} is smaller than its fixed fields", position)
+    body_len = _I32.unpack_from(view, body_at - 4)[0]
+    topic_at = body_at + body_len
+    if body_len < 0 or topic_at + 3 > end:
+        raise _Fault(f"body length {body_len} overruns the record", body_at - 4)
+    if magic == MAGIC_V1:
+        topic_len = view[topic_at]
+        if topic_len > 127:
+            topic_len -= 256
+        props_at = topic_at + 1 + topic_len
+    else:
+        topic_len = _I16.unpack_from(view, topic_at)[0]
+        props_at = topic_at + 2 + topic_len
+    if topic_len < 0 or props_at + 2 > end:
+        raise _Fault(f"topic length {topic_len} overruns the record", topic_at)
+    props_len = _I16.unpack_from(view, props_at)[0]
+    if props_at + 2 + props_len != end:
+        raise _Fault(
+            f"length mismatch: TOTALSIZE {total}, fields add up to {props_at + 2 + props_len - position}",
+            props_at,
+        )
+    return total, magic, sysflag, body_at, topic_at, props_at, props_len
+
+
+def _check_crc(
+    view: memoryview | bytes,
+    position: int,
+    parts: tuple[int, int, int, int, int, int, int],
+    require_record_crc: bool,
+) -> None:
+    total, _, _, body_at, topic_at, _, props_len = parts
+    end = position + total
+    if require_record_crc:
+        # The whole-record CRC covers header, body, topic and properties. It is trusted only
+        # where the store says it wrote one: elsewhere a client could have sent the property.
+        stored = record_crc_at(view, end) if props_len >= CRC_PROPERTY_LENGTH else None
+        if stored is None:
+            raise CorruptRecordError("record CRC (__CRC32#) missing or mangled", offset=position)
+        if crc32(view[position : end - CRC_PROPERTY_LENGTH]) & 0x7FFFFFFF != stored:
+            raise CorruptRecordError("record CRC (__CRC32#) mismatch", offset=position)
+    elif (
+        crc32(view[body_at:topic_at]) & 0x7FFFFFFF
+        != _U32.unpack_from(view, position + BODY_CRC_AT)[0]
+    ):
+        raise CorruptRecordError("body CRC mismatch", offset=position)
+
+
 def check_record(
     view: memoryview | bytes,
     position: int,
@@ -419,67 +704,20 @@ def check_record(
     record: too few bytes, bad magic, a CRC or length mismatch. ``position`` is relative to
     ``view``; the error's offset is that same relative position.
     """
-    remaining = len(view) - position
-    if remaining < 8:
-        raise CorruptRecordError(f"only {remaining} bytes left, no record header", offset=position)
-    total, magic = _SIZE_MAGIC.unpack_from(view, position)  # 8 bytes: a filler may end here
-    if magic == BLANK_MAGIC:
+    try:
+        parts = _parts(view, position)
+    except _Fault as fault:
+        raise CorruptRecordError(fault.reason, offset=position) from None
+    if parts is None:
         return 0
-    if magic != MAGIC_V1 and magic != MAGIC_V2:
-        if total == 0 and magic == 0:
-            raise CorruptRecordError("zero bytes (end of written data)", offset=position)
-        raise CorruptRecordError(f"bad magic code 0x{magic:08X}", offset=position)
-    if total < 91 or total > remaining:
-        raise CorruptRecordError(
-            f"record size {total} does not fit the {remaining} bytes left", offset=position
-        )
-    crc = _U32.unpack_from(view, position + 8)[0]
-    sysflag = _I32.unpack_from(view, position + SYSFLAG_POSITION)[0]
-    body_at = position + _BODY_POSITION_V4
-    if sysflag & SysFlag.BORNHOST_V6:
-        body_at += 12
-    if sysflag & SysFlag.STOREHOST_V6:
-        body_at += 12
-    body_len = _I32.unpack_from(view, body_at - 4)[0]
-    topic_at = body_at + body_len
-    end = position + total
-    if body_len < 0 or topic_at + 3 > end:
-        raise CorruptRecordError(f"body length {body_len} overruns the record", offset=position)
-    if magic == MAGIC_V1:
-        topic_len = view[topic_at]
-        if topic_len > 127:
-            topic_len -= 256
-        props_at = topic_at + 1 + topic_len
-    else:
-        topic_len = _I16.unpack_from(view, topic_at)[0]
-        props_at = topic_at + 2 + topic_len
-    if topic_len < 0 or props_at + 2 > end:
-        raise CorruptRecordError(f"topic length {topic_len} overruns the record", offset=position)
-    props_len = _I16.unpack_from(view, props_at)[0]
-    if props_at + 2 + props_len != end:
-        raise CorruptRecordError(
-            f"length mismatch: TOTALSIZE {total}, fields add up to {props_at + 2 + props_len - position}",
-            offset=position,
-        )
     if check_crc:
-        if require_record_crc:
-            # The whole-record CRC covers header, body, topic and properties. It is trusted only
-            # where the store says it wrote one: elsewhere a client could have sent the property.
-            stored = record_crc_at(view, end) if props_len >= CRC_PROPERTY_LENGTH else None
-            if stored is None:
-                raise CorruptRecordError(
-                    "record CRC (__CRC32#) missing or mangled", offset=position
-                )
-            if crc32(view[position : end - CRC_PROPERTY_LENGTH]) & 0x7FFFFFFF != stored:
-                raise CorruptRecordError("record CRC (__CRC32#) mismatch", offset=position)
-        elif crc32(view[body_at:topic_at]) & 0x7FFFFFFF != crc:
-            raise CorruptRecordError("body CRC mismatch", offset=position)
-    return total
+        _check_crc(view, position, parts, require_record_crc)
+    return parts[0]
 
 
 # Total size, magic, body CRC, sys flag and body length of a V1 record with IPv4 hosts.
-_CHECK_HEAD_V4 = struct.Struct(">iII24xi44xi")
-_V6_HOSTS = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
+_CHECK_HEAD_V4 = picking_struct("total_size", "magic", "body_crc", "sysflag", "body_length")
+_CRC_DIGITS = slice(len(CRC_PROPERTY_PREFIX), CRC_PROPERTY_LENGTH - 1)
 
 
 def record_intact(view: memoryview | bytes, require_record_crc: bool) -> bool:
@@ -492,10 +730,10 @@ def record_intact(view: memoryview | bytes, require_record_crc: bool) -> bool:
     n = len(view)
     if n >= _CHECK_HEAD_V4.size + 3:
         total, magic, crc, sysflag, body_len = _CHECK_HEAD_V4.unpack_from(view, 0)
-        topic_at = _BODY_POSITION_V4 + body_len
+        topic_at = BODY_AT_V4 + body_len
         if (
             magic == MAGIC_V1
-            and not sysflag & _V6_HOSTS
+            and not sysflag & HOSTS_V6
             and total == n
             and body_len >= 0
             and topic_at + 3 <= n
@@ -506,12 +744,12 @@ def record_intact(view: memoryview | bytes, require_record_crc: bool) -> bool:
             if props_at + 2 + (view[props_at] << 8 | view[props_at + 1]) != n:
                 return False
             if not require_record_crc:
-                return crc32(view[_BODY_POSITION_V4:topic_at]) & 0x7FFFFFFF == crc
+                return crc32(view[BODY_AT_V4:topic_at]) & 0x7FFFFFFF == crc
             tail = bytes(view[n - CRC_PROPERTY_LENGTH :]) if n - props_at >= 22 else b""
-            digits = tail[9:19]
+            digits = tail[_CRC_DIGITS]
             return (
-                tail[:9] == _CRC_PROPERTY_PREFIX
-                and tail[19:] == b"\x02"
+                tail[: len(CRC_PROPERTY_PREFIX)] == CRC_PROPERTY_PREFIX
+                and tail[CRC_PROPERTY_LENGTH - 1 :] == b"\x02"
                 and digits.isdigit()
                 and crc32(view[: n - CRC_PROPERTY_LENGTH]) & 0x7FFFFFFF == int(digits[::-1])
             )
@@ -519,6 +757,64 @@ def record_intact(view: memoryview | bytes, require_record_crc: bool) -> bool:
         return check_record(view, 0, require_record_crc=require_record_crc) == n
     except CorruptRecordError:
         return False
+
+
+class RecordFields(NamedTuple):
+    """Every field of one record as stored: numbers, packed addresses, and the body, topic and
+    properties as bytes (their text is the reader's choice)."""
+
+    total_size: int
+    magic: int
+    body_crc: int
+    queue_id: int
+    flag: int
+    queue_offset: int
+    physical_offset: int
+    sysflag: int
+    born_timestamp: int
+    born_address: bytes
+    born_port: int
+    store_timestamp: int
+    store_address: bytes
+    store_port: int
+    reconsume_times: int
+    prepared_transaction_offset: int
+    body: bytes
+    topic: bytes
+    properties: bytes
+
+
+def _fields(
+    view: memoryview | bytes, position: int, parts: tuple[int, int, int, int, int, int, int]
+) -> RecordFields:
+    _, magic, sysflag, body_at, topic_at, props_at, props_len = parts
+    prefix = PREFIX[
+        (
+            ADDRESS_V6 if sysflag & SysFlag.BORNHOST_V6 else ADDRESS_V4,
+            ADDRESS_V6 if sysflag & SysFlag.STOREHOST_V6 else ADDRESS_V4,
+        )
+    ]
+    values = prefix.unpack_from(view, position)[:-1]  # the body length is len(body)
+    topic_start = topic_at + (1 if magic == MAGIC_V1 else 2)
+    return RecordFields(
+        *values,
+        bytes(view[body_at:topic_at]),
+        bytes(view[topic_start:props_at]),
+        bytes(view[props_at + 2 : props_at + 2 + props_len]),
+    )
+
+
+def unpack_record(view: memoryview | bytes, position: int = 0) -> RecordFields:
+    """Every field of the record at ``position``, its structure checked as :func:`check_record`
+    checks it (not its CRC). Raises :class:`CorruptRecordError` whose ``offset`` is where the
+    fault is (the field that is wrong, or the record's start), relative to ``view``."""
+    try:
+        parts = _parts(view, position)
+    except _Fault as fault:
+        raise CorruptRecordError(fault.reason, offset=fault.at) from None
+    if parts is None:
+        raise CorruptRecordError("END-OF-FILE filler, not a message", offset=position + MAGIC_AT)
+    return _fields(view, position, parts)
 
 
 def decode_record(
@@ -529,62 +825,41 @@ def decode_record(
     require_record_crc: bool = False,
 ) -> MessageRecord:
     """Decode the whole record at ``position``; checks structure (and CRC unless told not to)."""
-    total = check_record(view, position, check_crc=check_crc, require_record_crc=require_record_crc)
-    if total == 0:
-        raise CorruptRecordError("END-OF-FILE filler, not a message", offset=position)
-    (size, magic, crc, queue_id, flag, queue_offset, physical_offset, sysflag, born_ts) = (
-        _HEAD.unpack_from(view, position)
-    )
-    born_len = 16 if sysflag & SysFlag.BORNHOST_V6 else 4
-    store_len = 16 if sysflag & SysFlag.STOREHOST_V6 else 4
-    middle = _MIDDLE[(born_len, store_len)]
-    (born_addr, born_port, store_ts, store_addr, store_port, reconsume, prepared, body_len) = (
-        middle.unpack_from(view, position + _HEAD_SIZE)
-    )
-    body_at = position + _HEAD_SIZE + middle.size
-    topic_at = body_at + body_len
-    if magic == MAGIC_V1:
-        topic_len = _I8.unpack_from(view, topic_at)[0]
-        topic_start = topic_at + 1
-    else:
-        topic_len = _I16.unpack_from(view, topic_at)[0]
-        topic_start = topic_at + 2
-    props_at = topic_start + topic_len
-    props_len = _I16.unpack_from(view, props_at)[0]
     try:
-        topic = bytes(view[topic_start:props_at]).decode("utf-8")
-        properties = decode_properties(
-            bytes(view[props_at + 2 : props_at + 2 + props_len]).decode("utf-8")
-        )
-        # The store's whole-record CRC guards these bytes; it is not part of the message, and a
-        # copy of the message gets its own.
-        properties.pop(CRC_PROPERTY_NAME, None)
+        parts = _parts(view, position)
+    except _Fault as fault:
+        raise CorruptRecordError(fault.reason, offset=position) from None
+    if parts is None:
+        raise CorruptRecordError("END-OF-FILE filler, not a message", offset=position)
+    if check_crc:
+        _check_crc(view, position, parts, require_record_crc)
+    fields = _fields(view, position, parts)
+    try:
+        topic = fields.topic.decode("utf-8")
+        properties = decode_properties(fields.properties.decode("utf-8"))
     except UnicodeDecodeError as error:
         raise CorruptRecordError(
             f"topic or properties are not UTF-8: {error}", offset=position
         ) from None
+    # The store's whole-record CRC guards these bytes; it is not part of the message, and a copy
+    # of the message gets its own.
+    properties.pop(CRC_PROPERTY_NAME, None)
     return MessageRecord(
         topic=topic,
-        body=bytes(view[body_at:topic_at]),
-        queue_id=queue_id,
-        flag=flag,
+        body=fields.body,
+        queue_id=fields.queue_id,
+        flag=fields.flag,
         properties=properties,
-        sysflag=sysflag,
-        born_timestamp=born_ts,
-        born_host=Host(born_addr, born_port),
-        store_timestamp=store_ts,
-        store_host=Host(store_addr, store_port),
-        reconsume_times=reconsume,
-        prepared_transaction_offset=prepared,
-        queue_offset=queue_offset,
-        physical_offset=physical_offset,
-        total_size=size,
-        body_crc=crc,
-        magic=magic,
+        sysflag=fields.sysflag,
+        born_timestamp=fields.born_timestamp,
+        born_host=Host(fields.born_address, fields.born_port),
+        store_timestamp=fields.store_timestamp,
+        store_host=Host(fields.store_address, fields.store_port),
+        reconsume_times=fields.reconsume_times,
+        prepared_transaction_offset=fields.prepared_transaction_offset,
+        queue_offset=fields.queue_offset,
+        physical_offset=fields.physical_offset,
+        total_size=fields.total_size,
+        body_crc=fields.body_crc,
+        magic=fields.magic,
     )
-
-
-def encode_blank(remaining: int) -> bytes:
-    """The END-OF-FILE filler: only 8 bytes are written, TOTALSIZE says how many are left."""
-    assert remaining >= END_FILE_MIN_BLANK_LENGTH
-    return _SIZE_MAGIC_CRC.pack(remaining, BLANK_MAGIC, 0)[:8]

@@ -20,20 +20,30 @@ from dataclasses import dataclass, field
 
 from pocketmq.store.crc import crc32
 from pocketmq.store.errors import CorruptRecordError
-from pocketmq.store.record import BLANK_MAGIC, MAGIC_V1, SysFlag, check_record
+from pocketmq.store.record import (
+    BLANK_MAGIC,
+    BODY_CRC_AT,
+    BODY_LENGTH_AT_V4,
+    CRC_PROPERTY_LENGTH,
+    CRC_PROPERTY_PREFIX,
+    HOSTS_V6,
+    MAGIC_V1,
+    MIN_RECORD_SIZE,
+    PHYSICAL_OFFSET_AT,
+    SYSFLAG_AT,
+    check_record,
+)
 
 __all__ = ["DamagedRange", "RecoveryReport", "ScanStop", "TornTail", "scan_records"]
 
+# The fast path's reads, at the offsets store.record defines (a property test pins the scan to
+# check_record).
 _SIZE_MAGIC = struct.Struct(">iI")
 _U32 = struct.Struct(">I")
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _Q = struct.Struct(">q")
-_SYSFLAG_AT = 36
-_PHYSICAL_OFFSET_AT = 28
-_CRC_PREFIX = b"__CRC32#\x01"
-_BODY_LEN_AT_V4 = 84
-_HOST_V6 = SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6
+_CRC_DIGITS_AT = CRC_PROPERTY_LENGTH - len(CRC_PROPERTY_PREFIX)  # 11: from the end
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,20 +149,20 @@ def scan_records(
         if (
             base_offset is not None
             and magic != BLANK_MAGIC
-            and total >= 91
+            and total >= MIN_RECORD_SIZE
             and total <= limit - position
         ):
-            claimed = unpack_q(view, position + _PHYSICAL_OFFSET_AT)[0]
+            claimed = unpack_q(view, position + PHYSICAL_OFFSET_AT)[0]
             if claimed != base_offset + position:
                 reason = (
                     f"PHYSICALOFFSET field says {claimed}, record lies at {base_offset + position}"
                 )
                 return records, position - start, ScanStop(position, "damage", reason)
-        if magic == MAGIC_V1 and 91 <= total <= limit - position:
-            sysflag = unpack_i32(view, position + _SYSFLAG_AT)[0]
-            if not sysflag & _HOST_V6:
-                body_len = unpack_i32(view, position + _BODY_LEN_AT_V4)[0]
-                body_at = position + _BODY_LEN_AT_V4 + 4
+        if magic == MAGIC_V1 and MIN_RECORD_SIZE <= total <= limit - position:
+            sysflag = unpack_i32(view, position + SYSFLAG_AT)[0]
+            if not sysflag & HOSTS_V6:
+                body_len = unpack_i32(view, position + BODY_LENGTH_AT_V4)[0]
+                body_at = position + BODY_LENGTH_AT_V4 + 4
                 topic_at = body_at + body_len
                 end = position + total
                 if body_len >= 0 and topic_at + 3 <= end:
@@ -165,19 +175,21 @@ def scan_records(
                                 ok = True
                             elif crc_low <= position < crc_high:
                                 # Written with the whole-record CRC: it must be there and match.
-                                digits = bytes(view[end - 11 : end - 1])
+                                digits = bytes(view[end - _CRC_DIGITS_AT : end - 1])
                                 ok = (
-                                    props_len >= 20
+                                    props_len >= CRC_PROPERTY_LENGTH
                                     and view[end - 1] == 2
-                                    and view[end - 20 : end - 11] == _CRC_PREFIX
+                                    and view[end - CRC_PROPERTY_LENGTH : end - _CRC_DIGITS_AT]
+                                    == CRC_PROPERTY_PREFIX
                                     and digits.isdigit()
                                     and int(digits[::-1])
-                                    == crc32(view[position : end - 20]) & 0x7FFFFFFF
+                                    == crc32(view[position : end - CRC_PROPERTY_LENGTH])
+                                    & 0x7FFFFFFF
                                 )
                             else:
                                 ok = (
                                     crc32(view[body_at:topic_at]) & 0x7FFFFFFF
-                                    == unpack_u32(view, position + 8)[0]
+                                    == unpack_u32(view, position + BODY_CRC_AT)[0]
                                 )
                             if ok:
                                 if on_record is not None:

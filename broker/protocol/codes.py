@@ -2,13 +2,18 @@
 
 Every value here is fixed by the Java implementation (``RequestCode``, ``ResponseCode``,
 ``RemotingSysResponseCode``, ``LanguageCode``, ``SerializeType``, ``MQVersion``,
-``PullSysFlag``, ``MessageSysFlag``, ``PermName``); never renumber.
+``PullSysFlag``, ``PermName``); never renumber. ``MessageSysFlag`` is the record's
+``store.record.SysFlag``.
 """
 
 from __future__ import annotations
 
 from enum import IntEnum, IntFlag, StrEnum
 from typing import Final
+
+# ``sysFlag`` of messages (SEND header ``f`` and the stored record): the record's own flag bits,
+# defined once with the record layout.
+from pocketmq.store.record import SysFlag as MessageSysFlag
 
 __all__ = [
     "DEFAULT_VERSION",
@@ -265,24 +270,6 @@ class PullSysFlag(IntFlag):
     SUBSCRIPTION = 0x4  # the ``subscription`` field is valid
     CLASS_FILTER = 0x8
     LITE_PULL = 0x10  # sent as LITE_PULL_MESSAGE (361)
-
-
-class MessageSysFlag(IntFlag):
-    """``sysFlag`` of messages (SEND header ``f`` and the stored record)."""
-
-    COMPRESSED = 0x1
-    MULTI_TAGS = 0x2
-    TRANSACTION_PREPARED = 0x4
-    TRANSACTION_COMMIT = 0x8
-    TRANSACTION_ROLLBACK = 0xC  # also the mask of the transaction type
-    BORNHOST_V6 = 0x10
-    STOREHOST_V6 = 0x20
-    NEED_UNWRAP = 0x40
-    INNER_BATCH = 0x80
-    COMPRESSION_LZ4 = 0x100
-    COMPRESSION_ZSTD = 0x200
-    COMPRESSION_ZLIB = 0x300
-    COMPRESSION_MASK = 0x700
 
 
 class TransactionType(IntEnum):

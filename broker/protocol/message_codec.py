@@ -13,19 +13,13 @@
        | PROPLEN 2 (signed short) | PROPERTIES (UTF-8)
 
 3. Pulled bodies (PULL_MESSAGE, and one record for VIEW_MESSAGE_BY_ID / QUERY_MESSAGE /
-   CHECK_TRANSACTION_STATE): commitlog records back to back::
+   CHECK_TRANSACTION_STATE): commitlog records back to back, in the layout of
+   ``store/record.py``, the one definition of the record (layout, codec, flag bits, property
+   codec): a pure module the SDK may import. This module reads a pulled body with it as a
+   consumer sees it: hosts as text, bodies inflated, text that is not UTF-8 replaced.
 
-       TOTALSIZE 4 | MAGICCODE 4 | BODYCRC 4 | QUEUEID 4 | FLAG 4 | QUEUEOFFSET 8
-       | PHYSICALOFFSET 8 | SYSFLAG 4 | BORNTIMESTAMP 8 | BORNHOST 4+4 or 16+4
-       | STORETIMESTAMP 8 | STOREHOST 4+4 or 16+4 | RECONSUMETIMES 4 | PREPARED_TX_OFFSET 8
-       | BODYLEN 4 | BODY | TOPICLEN 1 (V1) or 2 (V2) | TOPIC | PROPLEN 2 | PROPERTIES
-
-   Magic V1 ``0xDAA320A7`` has a 1-byte topic length, V2 ``0xDAA320AB`` a 2-byte one. SYSFLAG
-   bit 0x10 (born host) / 0x20 (store host) selects 16-byte IPv6 addresses. BODYCRC is
-   ``crc32(body) & 0x7FFFFFFF`` of the stored (possibly compressed) body (ISA-L's CRC-32 when
-   ``isal`` is installed, else zlib's: the same values, see store/crc.py).
-
-This is the client-side reader of those bytes; the store keeps its own record codec.
+The properties codec is ``store/record.py``'s too; ``encode_properties`` here refuses, as a
+``LocalProtocolError``, what the string cannot carry.
 """
 
 from __future__ import annotations
@@ -38,12 +32,27 @@ from typing import Final
 
 import msgspec
 
-try:  # the store's choice (store/crc.py); this package may not import the store
-    from isal.isal_zlib import crc32 as _crc32
-except ImportError:  # pragma: no cover
-    from zlib import crc32 as _crc32
+from pocketmq.store.errors import CorruptRecordError
+from pocketmq.store.record import (
+    ADDRESS_V4,
+    BLANK_MAGIC,
+    BODY_CRC_AT,
+    MAGIC_V1,
+    MAGIC_V2,
+    NAME_VALUE_SEPARATOR,
+    PROPERTY_SEPARATOR,
+    SYSFLAG_AT,
+    PropertyError,
+    SysFlag,
+    body_crc,
+    decode_properties,
+    decode_properties_bytes,
+    encode_properties_checked,
+    fixed_struct,
+    pack_record,
+    unpack_record,
+)
 
-from .codes import MessageSysFlag
 from .errors import LocalProtocolError, MalformedBodyError
 
 __all__ = [
@@ -74,49 +83,24 @@ __all__ = [
     "offset_msg_id_of",
 ]
 
-NAME_VALUE_SEPARATOR: Final = "\x01"
-PROPERTY_SEPARATOR: Final = "\x02"
-
-MESSAGE_MAGIC_CODE_V1: Final = 0xDAA320A7
-MESSAGE_MAGIC_CODE_V2: Final = 0xDAA320AB
-BLANK_MAGIC_CODE: Final = 0xCBD43194  # end-of-file filler; never inside a pulled body
+MESSAGE_MAGIC_CODE_V1: Final = MAGIC_V1
+MESSAGE_MAGIC_CODE_V2: Final = MAGIC_V2
+BLANK_MAGIC_CODE: Final = BLANK_MAGIC  # end-of-file filler; never inside a pulled body
 
 _PROPERTIES_LENGTH_MAX: Final = 0x7FFF  # signed short
-_TOPIC_LENGTH_MAX_V1: Final = 127  # signed byte
 
 
 # -- properties ------------------------------------------------------------------------------
 
 
 def encode_properties(properties: Mapping[str, str | None]) -> str:
-    """Java's ``messageProperties2String``: ``None`` values are skipped.
-
-    A name holding 0x01/0x02 or a value holding 0x02 would change the meaning of the string,
-    so they raise ``LocalProtocolError`` (Java writes them blindly). Empty names or values are
-    written, as Java does, and are dropped again by ``decode_properties``.
-    """
-    parts: list[str] = []
-    for name, value in properties.items():
-        if value is None:
-            continue
-        if NAME_VALUE_SEPARATOR in name or PROPERTY_SEPARATOR in name:
-            raise LocalProtocolError("property name holds a separator", value=name)
-        if PROPERTY_SEPARATOR in value:
-            raise LocalProtocolError(f"value of property {name!r} holds 0x02", value=value)
-        parts.append(f"{name}\x01{value}\x02")
-    return "".join(parts)
-
-
-def decode_properties(text: str) -> dict[str, str]:
-    """Java's ``string2messageProperties``; never fails, drops malformed segments."""
-    out: dict[str, str] = {}
-    for segment in text.split(PROPERTY_SEPARATOR):
-        # Kept iff the first 0x01 is neither the first nor the last character (so the segment
-        # has at least 3): a non-empty name before it and a non-empty value after it.
-        name, _, value = segment.partition(NAME_VALUE_SEPARATOR)
-        if name and value:
-            out[name] = value
-    return out
+    """Java's ``messageProperties2String`` (``store.record.encode_properties_checked``): a name
+    holding 0x01/0x02 or a value holding 0x02 would change the meaning of the string, so they
+    raise ``LocalProtocolError`` (Java writes them blindly)."""
+    try:
+        return encode_properties_checked(properties)
+    except PropertyError as error:
+        raise LocalProtocolError(error.reason, value=error.value) from None
 
 
 def _decode_utf8(raw: bytes) -> str:
@@ -215,13 +199,6 @@ def is_canonical_properties(text: str, properties: Mapping[str, str]) -> bool:
 
 # -- commitlog records (pulled bodies) -------------------------------------------------------
 
-# total size, magic, body crc, queue id, flag, queue offset, physical offset, sys flag,
-# born timestamp
-_REC_HEAD = struct.Struct(">iIiiiqqiq")
-_HOST_PORT = struct.Struct(">i")
-_STORE_TS = struct.Struct(">q")
-_REC_MID = struct.Struct(">iq")  # reconsume times, prepared transaction offset
-_BODY_LEN = struct.Struct(">i")
 _OFFSET_ID_TAIL = struct.Struct(">iq")  # port, commitlog offset
 
 
@@ -268,11 +245,6 @@ class MessageExt(msgspec.Struct, kw_only=True):
         return self.properties.get("KEYS")
 
 
-def body_crc(body: bytes) -> int:
-    """BODYCRC as RocketMQ stores it: CRC-32 with the sign bit cleared."""
-    return _crc32(body) & 0x7FFFFFFF
-
-
 def offset_msg_id(host: str, port: int, commitlog_offset: int) -> str:
     """offsetMsgId: address (4 or 16 bytes) + port (4) + commitlog offset (8), upper hex."""
     packed = ipaddress.ip_address(host).packed
@@ -287,71 +259,36 @@ def _host_bytes(host: str) -> bytes:
 
 
 def encode_message_record(message: MessageExt) -> bytes:
-    """Encode one commitlog record (V1 magic, or V2 for topics over 127 bytes).
-
-    TOTALSIZE and BODYCRC are computed; the IPv6 sysflag bits follow the host addresses.
-    ``body`` is written as given (already compressed if sysflag says so).
-    """
+    """Encode one commitlog record (V1 magic, or V2 for topics over 127 bytes) with
+    ``store.record.pack_record``. TOTALSIZE and BODYCRC are computed; the IPv6 sysflag bits
+    follow the host addresses. ``body`` is written as given (already compressed if sysflag
+    says so)."""
     born = _host_bytes(message.born_host)
     store = _host_bytes(message.store_host)
-    sys_flag = message.sys_flag & ~(MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6)
-    if len(born) == 16:
-        sys_flag |= MessageSysFlag.BORNHOST_V6
-    if len(store) == 16:
-        sys_flag |= MessageSysFlag.STOREHOST_V6
     topic = message.topic.encode()
     props = encode_properties(message.properties).encode()
     if len(props) > _PROPERTIES_LENGTH_MAX:
         raise LocalProtocolError("properties longer than 32767 bytes", value=len(props))
-    if len(topic) <= _TOPIC_LENGTH_MAX_V1:
-        magic, topic_len = MESSAGE_MAGIC_CODE_V1, bytes([len(topic)])
-    elif len(topic) <= 0x7FFF:
-        magic, topic_len = MESSAGE_MAGIC_CODE_V2, _I16.pack(len(topic))
-    else:
+    if len(topic) > 0x7FFF:
         raise LocalProtocolError("topic longer than 32767 bytes", value=len(topic))
-    body = message.body
-    total = (
-        _REC_HEAD.size
-        + len(born)
-        + 4
-        + 8
-        + len(store)
-        + 4
-        + _REC_MID.size
-        + 4
-        + len(body)
-        + len(topic_len)
-        + len(topic)
-        + 2
-        + len(props)
-    )
     try:
-        return b"".join(
-            (
-                _REC_HEAD.pack(
-                    total,
-                    magic,
-                    body_crc(body),
-                    message.queue_id,
-                    message.flag,
-                    message.queue_offset,
-                    message.commitlog_offset,
-                    int(sys_flag),
-                    message.born_timestamp,
-                ),
-                born,
-                _HOST_PORT.pack(message.born_port),
-                _STORE_TS.pack(message.store_timestamp),
-                store,
-                _HOST_PORT.pack(message.store_port),
-                _REC_MID.pack(message.reconsume_times, message.prepared_transaction_offset),
-                _BODY_LEN.pack(len(body)),
-                body,
-                topic_len,
-                topic,
-                _I16.pack(len(props)),
-                props,
-            )
+        return pack_record(
+            topic,
+            message.body,
+            props,
+            queue_id=message.queue_id,
+            flag=message.flag,
+            queue_offset=message.queue_offset,
+            physical_offset=message.commitlog_offset,
+            sysflag=int(message.sys_flag),
+            born_timestamp=message.born_timestamp,
+            born_address=born,
+            born_port=message.born_port,
+            store_timestamp=message.store_timestamp,
+            store_address=store,
+            store_port=message.store_port,
+            reconsume_times=message.reconsume_times,
+            prepared_transaction_offset=message.prepared_transaction_offset,
         )
     except struct.error as e:
         raise LocalProtocolError(f"record field out of range: {e}") from None
@@ -363,26 +300,25 @@ class _RecordError(Exception):
         self.offset = offset
 
 
-_BORNHOST_V6 = int(MessageSysFlag.BORNHOST_V6)
-_STOREHOST_V6 = int(MessageSysFlag.STOREHOST_V6)
-_COMPRESSED = int(MessageSysFlag.COMPRESSED)
-_I8 = struct.Struct(">b")
+_COMPRESSED = SysFlag.COMPRESSED
+_COMPRESSION_MASK = SysFlag.COMPRESSION_MASK
+_COMPRESSION_ZLIB = SysFlag.COMPRESSION_ZLIB
 
 
 def _host_text(address: bytes) -> str:
-    if len(address) == 4:
+    if len(address) == ADDRESS_V4:
         return "%d.%d.%d.%d" % tuple(address)  # noqa: UP031 - the fastest spelling here
     return str(ipaddress.ip_address(address))
 
 
-_V6_HOSTS = _BORNHOST_V6 | _STOREHOST_V6
-# TOTALSIZE .. BODYLEN of a record with IPv4 hosts (nearly every record) in one unpack: total
-# size, magic, body CRC, queue id, flag, queue offset, commitlog offset, sys flag, born
-# timestamp, born address, born port, store timestamp, store address, store port, reconsume
-# times, prepared transaction offset, body length. A reader's fast path (the SDK's) starts
-# here and falls back to ``decode_record_at`` for anything but a V1, IPv4, uncompressed record.
-RECORD_HEAD_V4: Final = struct.Struct(">iIiiiqqiq 4si q 4si iq i")
-PLAIN_RECORD_EXCLUDED_FLAGS: Final = _V6_HOSTS | _COMPRESSED  # sys flag bits the head excludes
+# TOTALSIZE .. BODYLEN of a record with IPv4 hosts (nearly every record) in one unpack: the
+# fields of ``store.record.FIELDS``, BODYCRC read as Java reads it (a signed int). A reader's
+# fast path (the SDK's) starts here and falls back to ``decode_message_at`` for anything but a
+# V1, IPv4, uncompressed record.
+RECORD_HEAD_V4: Final = fixed_struct(signed_crc=True)
+PLAIN_RECORD_EXCLUDED_FLAGS: Final = (
+    SysFlag.BORNHOST_V6 | SysFlag.STOREHOST_V6 | SysFlag.COMPRESSED
+)  # sys flag bits the head excludes
 _host_texts: dict[bytes, str] = {}  # address bytes -> text; a client sees few hosts
 _HOST_TEXTS_MAX: Final = 1024
 
@@ -402,114 +338,52 @@ def offset_msg_id_of(address: bytes, port: int, commitlog_offset: int) -> str:
     return (address + _OFFSET_ID_TAIL.pack(port, commitlog_offset)).hex().upper()
 
 
-def decode_properties_bytes(raw: bytes) -> dict[str, str]:
-    """A record's properties field as stored (UTF-8) without the store's ``__CRC32#``."""
-    properties = decode_properties(_decode_utf8(raw)) if raw else {}
-    properties.pop("__CRC32#", None)  # the store's whole-record CRC, not user data
-    return properties
-
-
 def _decode_record(
     buf: bytes, pos: int, *, decompress: bool, check_crc: bool
 ) -> tuple[MessageExt, int]:
-    end = len(buf)
-    if end - pos < _REC_HEAD.size:
-        raise _RecordError("truncated record header", pos)
-    (
-        total,
-        magic,
-        crc,
-        queue_id,
-        flag,
-        queue_offset,
-        commitlog_offset,
-        sys_flag,
-        born_ts,
-    ) = _REC_HEAD.unpack_from(buf, pos)
-    if magic == MESSAGE_MAGIC_CODE_V1:
-        topic_len_size = 1
-    elif magic == MESSAGE_MAGIC_CODE_V2:
-        topic_len_size = 2
-    else:
-        raise _RecordError(f"bad magic code 0x{magic:08X}", pos + 4)
-    if total <= 0 or total > end - pos:
-        raise _RecordError(f"record size {total} exceeds the {end - pos} bytes left", pos)
-    rec_end = pos + total  # every read below stays inside the record
-    # Plain ints, not the IntFlag members: enum arithmetic is slow on this per-message path.
-    born_len = 16 if sys_flag & _BORNHOST_V6 else 4
-    store_len = 16 if sys_flag & _STOREHOST_V6 else 4
-    p = pos + _REC_HEAD.size
-    fixed_rest = born_len + 4 + 8 + store_len + 4 + _REC_MID.size + 4
-    if rec_end - p < fixed_rest:
-        raise _RecordError("record shorter than its fixed fields", pos)
-    born = buf[p : p + born_len]
-    p += born_len
-    (born_port,) = _HOST_PORT.unpack_from(buf, p)
-    p += 4
-    (store_ts,) = _STORE_TS.unpack_from(buf, p)
-    p += 8
-    store = buf[p : p + store_len]
-    p += store_len
-    (store_port,) = _HOST_PORT.unpack_from(buf, p)
-    p += 4
-    reconsume, prepared = _REC_MID.unpack_from(buf, p)
-    p += _REC_MID.size
-    (body_len,) = _BODY_LEN.unpack_from(buf, p)
-    p += 4
-    if body_len < 0 or body_len > rec_end - p - topic_len_size:
-        raise _RecordError(f"body length {body_len}", p - 4)
-    body = buf[p : p + body_len]
-    p += body_len
-    if topic_len_size == 1:
-        topic_len = _I8.unpack_from(buf, p)[0]  # signed byte, as Java reads it
-    else:
-        (topic_len,) = _I16.unpack_from(buf, p)
-    p += topic_len_size
-    if topic_len < 0 or topic_len > rec_end - p - 2:
-        raise _RecordError(f"topic length {topic_len}", p - topic_len_size)
-    topic = _decode_utf8(buf[p : p + topic_len])
-    p += topic_len
-    (props_len,) = _I16.unpack_from(buf, p)
-    p += 2
-    if props_len < 0 or props_len > rec_end - p:
-        raise _RecordError(f"properties length {props_len}", p - 2)
-    # The store's whole-record CRC (RocketMQ's __CRC32#) guards the stored bytes; not user data.
-    properties = decode_properties_bytes(buf[p : p + props_len])
-    p += props_len
-    if p != rec_end:
-        raise _RecordError(f"record size {total} but fields end at {p - pos}", pos)
+    try:
+        fields = unpack_record(buf, pos)
+    except CorruptRecordError as error:
+        raise _RecordError(error.reason, error.offset) from None
+    crc = fields.body_crc
+    if crc > 0x7FFFFFFF:
+        crc -= 1 << 32  # as Java reads it (RECORD_HEAD_V4 too)
+    body = fields.body
+    sys_flag = fields.sysflag
     if check_crc and body_crc(body) != crc:
-        raise _RecordError(f"body CRC {body_crc(body)} != stored {crc}", pos + 8)
+        raise _RecordError(f"body CRC {body_crc(body)} != stored {crc}", pos + BODY_CRC_AT)
     if decompress and sys_flag & _COMPRESSED:
-        ctype = sys_flag & MessageSysFlag.COMPRESSION_MASK
-        if ctype not in (0, MessageSysFlag.COMPRESSION_ZLIB):  # 4.x: always zlib
-            raise _RecordError(f"unsupported compression type 0x{ctype:X}", pos + 36)
+        ctype = sys_flag & _COMPRESSION_MASK
+        if ctype not in (0, _COMPRESSION_ZLIB):  # 4.x: always zlib
+            raise _RecordError(f"unsupported compression type 0x{ctype:X}", pos + SYSFLAG_AT)
         try:
             body = zlib.decompress(body)
         except zlib.error as e:
             raise _RecordError(f"body does not inflate: {e}", pos) from None
+    store = fields.store_address
     message = MessageExt(
-        topic=topic,
+        topic=_decode_utf8(fields.topic),
         body=body,
-        flag=flag,
-        properties=properties,
-        queue_id=queue_id,
-        queue_offset=queue_offset,
-        commitlog_offset=commitlog_offset,
+        flag=fields.flag,
+        # The store's whole-record CRC (RocketMQ's __CRC32#) guards the stored bytes; not user data.
+        properties=decode_properties_bytes(fields.properties),
+        queue_id=fields.queue_id,
+        queue_offset=fields.queue_offset,
+        commitlog_offset=fields.physical_offset,
         sys_flag=sys_flag,
-        born_timestamp=born_ts,
-        born_host=host_text(born),
-        born_port=born_port,
-        store_timestamp=store_ts,
+        born_timestamp=fields.born_timestamp,
+        born_host=host_text(fields.born_address),
+        born_port=fields.born_port,
+        store_timestamp=fields.store_timestamp,
         store_host=host_text(store),
-        store_port=store_port,
-        reconsume_times=reconsume,
-        prepared_transaction_offset=prepared,
+        store_port=fields.store_port,
+        reconsume_times=fields.reconsume_times,
+        prepared_transaction_offset=fields.prepared_transaction_offset,
         body_crc=crc,
-        store_size=total,
-        offset_msg_id=offset_msg_id_of(store, store_port, commitlog_offset),
+        store_size=fields.total_size,
+        offset_msg_id=offset_msg_id_of(store, fields.store_port, fields.physical_offset),
     )
-    return message, rec_end
+    return message, pos + fields.total_size
 
 
 def decode_message_at(
