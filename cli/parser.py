@@ -6,6 +6,8 @@ import argparse
 import os
 from importlib import metadata
 
+from pocketmq.store.durations import DEFAULT_DELAY_LEVELS
+
 from . import clients, offline, servers
 
 __all__ = ["build_parser"]
@@ -116,7 +118,7 @@ def _add_server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--delay-levels",
         metavar="LEVELS",
-        help='messageDelayLevel (default "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h")',
+        help=f'messageDelayLevel (default "{DEFAULT_DELAY_LEVELS}")',
     )
     parser.add_argument(
         "--grpc-port",

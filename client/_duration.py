@@ -1,21 +1,18 @@
 """Durations given by callers: ``"2h"``, ``"90s"``, ``"1h30m"``, ``"250ms"``, milliseconds as an
 int, seconds as a float, or a ``timedelta``. The text form is the broker's
-(``pocketmq time advance 2h``)."""
+(``pocketmq time advance 2h``), read by ``store.durations.parse_duration_ms``."""
 
 from __future__ import annotations
 
-import re
 from datetime import timedelta
-from typing import Final
+
+from pocketmq.store.durations import parse_duration_ms
 
 from .errors import ClientUsageError
 
 __all__ = ["Duration", "duration_ms", "seconds_to_ms"]
 
 Duration = str | int | timedelta
-
-_UNITS_MS: Final = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-_PART = re.compile(r"(\d+)(ms|s|m|h|d)")
 
 
 def duration_ms(value: Duration) -> int:
@@ -30,21 +27,15 @@ def duration_ms(value: Duration) -> int:
     elif isinstance(value, int):
         ms = value
     elif isinstance(value, str):
-        text = value.strip()
-        if text.isdigit():
-            ms = int(text)
-        else:
-            position = 0
-            ms = 0
-            for match in _PART.finditer(text):
-                if match.start() != position:
-                    break
-                ms += int(match.group(1)) * _UNITS_MS[match.group(2)]
-                position = match.end()
-            if not text or position != len(text):
-                raise ClientUsageError(
-                    f"{value!r} is not a duration like 2h, 90s, 1h30m, 250ms or milliseconds"
-                )
+        try:
+            # Empty text is refused here: the broker would read it as 0.
+            ms = parse_duration_ms(value) if value.strip() else -1
+        except ValueError:
+            ms = -1
+        if ms < 0:
+            raise ClientUsageError(
+                f"{value!r} is not a duration like 2h, 90s, 1h30m, 250ms or milliseconds"
+            )
     else:
         raise ClientUsageError(f"not a duration: {value!r} (use '90s', milliseconds or timedelta)")
     if ms < 0:

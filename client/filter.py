@@ -1,4 +1,4 @@
-"""Tag expressions (``"*"``, ``"A || B"``) and Java's ``String.hashCode``.
+"""Tag expressions (``"*"``, ``"A || B"``); Java's ``String.hashCode`` is ``store.javahash``'s.
 
 The broker filters a queue by the hash codes of the subscribed tags (``codeSet``), which can
 collide, so the client filters again on the ``TAGS`` string (``tagsSet``), as RocketMQ's
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Final, TypeVar
 
 from pocketmq.broker.protocol.headers import SubscriptionData
+from pocketmq.store.javahash import java_string_hash
 
 from .errors import ClientUsageError
 
@@ -28,16 +29,6 @@ T = TypeVar("T")
 
 SUB_ALL: Final = "*"
 _TAG_SEPARATOR: Final = "||"
-
-
-def java_string_hash(text: str) -> int:
-    """Java ``String.hashCode()``: ``s[0]*31^(n-1) + ... + s[n-1]`` over UTF-16 code units,
-    as a signed 32-bit int."""
-    h = 0
-    data = text.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
 
 
 def queue_index_for_key(key: str, queue_count: int) -> int:

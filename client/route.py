@@ -28,6 +28,7 @@ from pocketmq.broker.protocol.headers import (
     TopicRouteData,
     decode_json_body,
 )
+from pocketmq.store.topics import AUTO_CREATE_TOPIC  # the template of auto-created topics
 
 from .connection import ConnectionPool, make_request
 from .errors import (
@@ -54,7 +55,6 @@ __all__ = [
 log = logging.getLogger("pocketmq.client.route")
 
 DEFAULT_NAMESRV: Final = "127.0.0.1:9876"
-AUTO_CREATE_TOPIC: Final = "TBW102"  # TopicValidator.AUTO_CREATE_TOPIC_KEY_TOPIC
 MASTER_ID: Final = 0
 
 

@@ -6,6 +6,7 @@ from typing import Literal
 
 import msgspec
 
+from pocketmq.store.durations import DEFAULT_DELAY_LEVELS, parse_delay_levels
 from pocketmq.store.record import LOCALHOST, Host, RecordLimits
 
 __all__ = ["StoreConfig", "parse_delay_levels"]
@@ -33,7 +34,7 @@ class StoreConfig(msgspec.Struct, frozen=True, kw_only=True):
     # recovery); "full": scan and check every record of every segment.
     recovery_scan: Literal["tail", "full"] = "tail"
     # RocketMQ's messageDelayLevel; the schedule topic's tags code is store time + the delay.
-    delay_levels: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    delay_levels: str = DEFAULT_DELAY_LEVELS
     # The address written as STOREHOSTADDRESS and used in offset message IDs.
     store_host: Host = LOCALHOST
 
@@ -55,19 +56,3 @@ class StoreConfig(msgspec.Struct, frozen=True, kw_only=True):
     @property
     def delay_levels_ms(self) -> list[int]:
         return parse_delay_levels(self.delay_levels)
-
-
-_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-def parse_delay_levels(text: str) -> list[int]:
-    """``"1s 5s 1m 2h"`` -> milliseconds per level (units s, m, h, d as in RocketMQ)."""
-    levels = []
-    for token in text.split():
-        unit = _UNIT_MS.get(token[-1:])
-        if unit is None or not token[:-1].isdigit():
-            raise ValueError(f"delay level {token!r} is not a number followed by s, m, h or d")
-        levels.append(int(token[:-1]) * unit)
-    if not levels:
-        raise ValueError("at least one delay level is needed")
-    return levels

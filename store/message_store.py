@@ -27,6 +27,7 @@ from pocketmq.store.checkpoint import Checkpoint
 from pocketmq.store.commitlog import CommitLog
 from pocketmq.store.config import StoreConfig
 from pocketmq.store.consume_queue import ConsumeQueueStore
+from pocketmq.store.durations import delay_level
 from pocketmq.store.errors import (
     CorruptRecordError,
     OffsetOutOfRangeError,
@@ -63,8 +64,8 @@ from pocketmq.store.state import (
     encode_state_body,
 )
 from pocketmq.store.store_format import DamagedRangeEntry, StoreFormat
+from pocketmq.store.topics import SCHEDULE_TOPIC
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 _TX_MASK = SysFlag.TRANSACTION_MASK
 _TX_NOT = SysFlag.TRANSACTION_NOT_TYPE
 _TX_COMMIT = SysFlag.TRANSACTION_COMMIT_TYPE
@@ -604,11 +605,11 @@ class MessageStore:
     def _queue_tags_code(self, topic: str, properties: dict[str, str], store_timestamp: int) -> int:
         if topic == SCHEDULE_TOPIC and "DELAY" in properties:
             # RocketMQ keeps the delivery time of a delayed message in its tags code.
+            delays = self._delay_levels_ms
             with contextlib.suppress(ValueError):
-                level = int(properties["DELAY"])
-                if level > 0:
-                    delays = self._delay_levels_ms
-                    return store_timestamp + delays[min(level, len(delays)) - 1]
+                level = delay_level(properties["DELAY"], len(delays))
+                if level:
+                    return store_timestamp + delays[level - 1]
         tags = properties.get("TAGS")
         if not tags:
             return 0

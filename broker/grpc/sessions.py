@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from pocketmq.broker.grpc.stubs import definition_pb2, service_pb2
 from pocketmq.broker.services.pop import PopError
+from pocketmq.store.durations import DEFAULT_DELAY_LEVELS, parse_delay_levels
 
 if TYPE_CHECKING:
     from pocketmq.broker.app import Broker
@@ -42,13 +43,12 @@ SESSION_EXPIRY_S = 120.0  # a client silent this long (no heartbeat, no stream) 
 TELEMETRY_QUEUE_MAX = 1024  # server commands waiting for one slow client
 
 # A consumer group's retry delays (CustomizedRetryPolicy): attempt n waits delays[n-1],
-# beyond the list the last one.
-_RETRY_DELAYS_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800)
-_RETRY_DELAYS_S += (3600, 7200)
+# beyond the list the last one. RocketMQ's default delay levels, whatever the broker's are.
+_RETRY_DELAYS_MS = tuple(parse_delay_levels(DEFAULT_DELAY_LEVELS))
 
 
 def retry_delays_ms() -> list[int]:
-    return [s * 1000 for s in _RETRY_DELAYS_S]
+    return list(_RETRY_DELAYS_MS)
 
 
 @dataclass(slots=True)

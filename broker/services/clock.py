@@ -19,6 +19,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from pocketmq.store.durations import parse_duration_ms  # re-exported: the broker's text form
+
 __all__ = ["Clock", "ManualClock", "Scheduler", "SystemClock", "parse_duration_ms"]
 
 log = logging.getLogger("pocketmq.broker")
@@ -56,34 +58,6 @@ class ManualClock(Clock):
 
     def set(self, ms: int) -> None:
         self._now = ms
-
-
-_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-def parse_duration_ms(text: str) -> int:
-    """``"2h"``, ``"90s"``, ``"1h30m"``, ``"250ms"`` or plain milliseconds -> milliseconds."""
-    text = text.strip()
-    if text.isdigit():
-        return int(text)
-    total = 0
-    number = ""
-    i = 0
-    while i < len(text):
-        char = text[i]
-        if char.isdigit():
-            number += char
-            i += 1
-            continue
-        unit = "ms" if text.startswith("ms", i) else char
-        if unit not in _UNITS_MS or not number:
-            raise ValueError(f"{text!r} is not a duration like 2h, 90s, 1h30m or 250ms")
-        total += int(number) * _UNITS_MS[unit]
-        number = ""
-        i += len(unit)
-    if number:
-        raise ValueError(f"{text!r} has a number without a unit (s, m, h, d or ms)")
-    return total
 
 
 class Scheduler:

@@ -38,7 +38,7 @@ from pocketmq.broker.services.offsets import OffsetManager
 from pocketmq.broker.services.topics import TopicManager
 from pocketmq.store.errors import CorruptRecordError, OffsetOutOfRangeError
 from pocketmq.store.message_store import MessageStore, PutMessage, PutResult, copy_of
-from pocketmq.store.record import MessageRecord, SysFlag
+from pocketmq.store.record import MessageRecord, with_reconsume_times
 
 if TYPE_CHECKING:
     from pocketmq.broker.services.retry import RetryService
@@ -324,7 +324,7 @@ class PopService:
             self._arm(item)
             raw = bytes(view)
             if order and attempt:
-                raw = _with_reconsume_times(raw, attempt)
+                raw = with_reconsume_times(raw, attempt)
             handle = ReceiptHandle(
                 offsets[0],
                 now,
@@ -536,14 +536,3 @@ def _parse(handle_text: str) -> ReceiptHandle:
         return ReceiptHandle.parse(handle_text)
     except ValueError as error:
         raise PopError(Kind.BAD_HANDLE, str(error)) from None
-
-
-def _with_reconsume_times(raw: bytes, reconsume_times: int) -> bytes:
-    """A copy of a stored record with RECONSUMETIMES set (FIFO redelivery in place)."""
-    sysflag = int.from_bytes(raw[36:40], "big")
-    position = (
-        72
-        + (12 if sysflag & SysFlag.BORNHOST_V6 else 0)
-        + (12 if sysflag & SysFlag.STOREHOST_V6 else 0)
-    )
-    return raw[:position] + reconsume_times.to_bytes(4, "big") + raw[position + 4 :]

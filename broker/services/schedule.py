@@ -22,6 +22,7 @@ from pocketmq.broker.errors import DelayError
 from pocketmq.broker.services.clock import Scheduler
 from pocketmq.broker.services.persist import load_json, save_json
 from pocketmq.broker.services.topics import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
+from pocketmq.store.durations import delay_level
 from pocketmq.store.errors import CorruptRecordError, OffsetOutOfRangeError
 from pocketmq.store.message_store import MessageStore, PutMessage, PutResult, copy_of
 from pocketmq.store.record import encode_properties
@@ -68,15 +69,12 @@ class ScheduleService:
     def level_of(self, properties: dict[str, str]) -> int:
         """The delay level a message asks for (0 = none); raises DelayError on a bad value."""
         text = properties.get("DELAY")
-        if text is None or text == "":
-            return 0
         try:
-            level = int(text)
+            return delay_level(text, self.max_level)
         except ValueError:
             raise DelayError(
                 f"DELAY property {text!r} is not a delay level (1..{self.max_level})"
             ) from None
-        return min(level, self.max_level) if level > 0 else 0
 
     def transform(self, message: PutMessage, properties: dict[str, str], level: int) -> PutMessage:
         """The message as it is stored while it waits (HookUtils.transformDelayLevelMessage)."""

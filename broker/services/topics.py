@@ -12,13 +12,32 @@ import msgspec
 from pocketmq.broker.errors import Kind, TopicError
 from pocketmq.broker.protocol.headers import DataVersion, TopicConfig, TopicConfigSerializeWrapper
 from pocketmq.broker.services.persist import load_json, save_json
+from pocketmq.store.state import STATE_TOPIC
+from pocketmq.store.topics import (
+    AUTO_CREATE_TOPIC,
+    SCHEDULE_TOPIC,
+    SYSTEM_TOPICS,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+    is_system_topic,
+)
+from pocketmq.store.topics import NOT_ALLOWED_SEND_TOPICS as _ROCKETMQ_NOT_ALLOWED_SEND_TOPICS
 
 __all__ = [
+    "AUTO_CREATE_TOPIC",
     "MESSAGE_TYPES",
     "MESSAGE_TYPE_ATTRIBUTE",
+    "NOT_ALLOWED_SEND_TOPICS",
+    "SCHEDULE_TOPIC",
+    "SYSTEM_TOPICS",
+    "TRANS_CHECK_MAX_TIME_TOPIC",
+    "TRANS_HALF_TOPIC",
+    "TRANS_OP_HALF_TOPIC",
     "TopicError",
     "TopicManager",
     "apply_attribute_changes",
+    "is_system_topic",
     "parse_attribute_changes",
     "parse_attributes",
     "topic_message_type",
@@ -29,37 +48,10 @@ PERM_READ = 4
 PERM_WRITE = 2
 PERM_RW = PERM_READ | PERM_WRITE
 
-AUTO_CREATE_TOPIC = "TBW102"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-SYSTEM_TOPICS = frozenset(
-    {
-        AUTO_CREATE_TOPIC,
-        SCHEDULE_TOPIC,
-        "BenchmarkTest",
-        TRANS_HALF_TOPIC,
-        "RMQ_SYS_TRACE_TOPIC",
-        TRANS_OP_HALF_TOPIC,
-        TRANS_CHECK_MAX_TIME_TOPIC,
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-        "CHECKPOINT_TOPIC",
-    }
-)
-# TopicValidator: clients may not send to these.
-NOT_ALLOWED_SEND_TOPICS = frozenset(
-    {
-        "rmq_sys_MESSAGE_STATE",  # pocketmq's state records: only the broker writes them
-        SCHEDULE_TOPIC,
-        TRANS_HALF_TOPIC,
-        TRANS_OP_HALF_TOPIC,
-        TRANS_CHECK_MAX_TIME_TOPIC,
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-    }
-)
+# RocketMQ's reserved topic names are store/topics.py's (shared with the SDK and the Spark
+# reader). Clients may not send to TopicValidator's set, nor to pocketmq's state records: only
+# the broker writes those.
+NOT_ALLOWED_SEND_TOPICS = _ROCKETMQ_NOT_ALLOWED_SEND_TOPICS | {STATE_TOPIC}
 _TOPIC_PATTERN = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 TOPIC_LENGTH_MAX = 127
 RETRY_OR_DLQ_TOPIC_LENGTH_MAX = 255
@@ -68,10 +60,6 @@ RETRY_OR_DLQ_TOPIC_LENGTH_MAX = 255
 # gRPC front-end checks sends against; no attribute means NORMAL (TopicConfig.getTopicMessageType).
 MESSAGE_TYPE_ATTRIBUTE = "message.type"
 MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")
-
-
-def is_system_topic(topic: str) -> bool:
-    return topic in SYSTEM_TOPICS or topic.startswith("rmq_sys_")
 
 
 def validate_topic_name(topic: str) -> str | None:
