@@ -1,6 +1,8 @@
 """Sans-I/O codecs of RocketMQ's 4.x remoting protocol, shared by the broker and the SDK.
 
-Imports only the standard library and msgspec: no asyncio, no sockets. Modules:
+Imports only the standard library, msgspec and the store's pure record format (``store.record``
+and the modules it shares, see tests/test_layering.py): no asyncio, no sockets, no store engine.
+Modules:
 
 * ``codes``: request/response/language codes, flag bits and other wire numbers
 * ``frames``: ``RemotingCommand``, ``encode_frame``, ``decode_frame``, ``FrameDecoder``
