@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 import msgspec
 
 from pocketmq.broker.config import BrokerConfig
+from pocketmq.broker.core import BrokerCore
 from pocketmq.broker.handlers import admin, clients, inspect, pop, pull, retry, send, transaction
 from pocketmq.broker.handlers.transaction import RemotingCheckSource
 from pocketmq.broker.namesrv import NameServer
@@ -57,7 +58,6 @@ from pocketmq.broker.services.timer import TimerService
 from pocketmq.broker.services.topics import TopicManager
 from pocketmq.broker.services.transactions import TransactionService
 from pocketmq.broker.services.writer import MessageWriter
-from pocketmq.ids import offset_msg_id_from_packed
 from pocketmq.store.message_store import MessageStore
 from pocketmq.store.record import Host
 
@@ -69,7 +69,7 @@ __all__ = ["Broker"]
 log = logging.getLogger("pocketmq.broker")
 
 
-class Broker:
+class Broker(BrokerCore):
     def __init__(
         self,
         config: BrokerConfig | None = None,
@@ -105,28 +105,12 @@ class Broker:
         self.holds = PullHoldService(holds_max=self.config.long_poll_holds_max)
         self.clients = ClientRegistry(notify=self._notify_consumer_ids_changed)
         self.locks = LockManager(expiry_ms=self.config.lock_expiry_ms)
-        self.store: MessageStore
-        self.topics: TopicManager
-        self.offsets: OffsetManager
-        self.groups: GroupManager
-        self.flush: FlushService
-        self.pulls: PullService
-        self.writer: MessageWriter
-        self.send: SendService
-        self.retry: RetryService
-        self.schedule: ScheduleService
-        self.timer: TimerService
-        self.retention: RetentionService
-        self.pop: PopService
-        self.transactions: TransactionService
         self._tasks: list[asyncio.Task[None]] = []
         self._register_now = asyncio.Event()
         # One connection per name server, for registrations and, at close, the unregistration:
         # a name server drops a broker whose registering connection closes, so closing it
         # first would leave the unregistration nothing to remove.
         self._namesrv_connections: dict[str, OutboundConnection] = {}
-        self._store_host_address = b""
-        self._store_host_port = 0
         self.grpc: GrpcFrontend | None = None
         self._started = False
 
@@ -338,27 +322,6 @@ class Broker:
         everything that falls due; returns how many scheduled items ran."""
         duration_ms = duration if isinstance(duration, int) else parse_duration_ms(duration)
         return await self.scheduler.advance(duration_ms)
-
-    # -- helpers used by handlers ------------------------------------------------------------
-
-    @property
-    def port(self) -> int:
-        return self.config.port
-
-    @property
-    def address(self) -> str:
-        return self.config.address
-
-    def now_ms(self) -> int:
-        return self.clock_ms()
-
-    def offset_msg_id(self, physical_offset: int) -> str:
-        return offset_msg_id_from_packed(
-            self._store_host_address, self._store_host_port, physical_offset
-        )
-
-    def message_arrived(self, topic: str, queue_id: int) -> None:
-        self.holds.notify(topic, queue_id)
 
     def schedule_registration(self) -> None:
         self._register_now.set()

@@ -5,14 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from pocketmq.broker.grpc.service import MessagingService
+from pocketmq.broker.core import BrokerCore
+from pocketmq.broker.grpc.service import GrpcSettings, MessagingService
 from pocketmq.broker.grpc.stubs import service_pb2_grpc
-
-if TYPE_CHECKING:
-    from pocketmq.broker.app import Broker
 
 __all__ = ["GrpcFrontend", "GrpcSettings"]
 
@@ -24,17 +20,8 @@ CONCURRENT_STREAMS_MAX = 1000  # per connection: receives are long polls, keep t
 HOUSEKEEPING_S = 10.0
 
 
-@dataclass
-class GrpcSettings:
-    host: str = "127.0.0.1"
-    port: int = 8081
-    advertised_host: str = "127.0.0.1"
-    auto_create_topics: bool = False
-    credentials: dict[str, str] = field(default_factory=dict)  # access key -> secret key
-
-
 class GrpcFrontend:
-    def __init__(self, broker: Broker, settings: GrpcSettings) -> None:
+    def __init__(self, broker: BrokerCore, settings: GrpcSettings) -> None:
         import grpc
 
         self.broker = broker

@@ -1,7 +1,7 @@
 """``apache.rocketmq.v2.MessagingService`` on top of the broker's own services.
 
 Each RPC does what RocketMQ's proxy does with it, but calls the broker in-process: a send
-goes through ``Broker.put_message`` (timers, transactions and all), a receive is a POP, an ack
+goes through the send service (timers, transactions and all), a receive is a POP, an ack
 or an invisible-time change is the POP service's, a dead-letter forward writes ``%DLQ%<group>``.
 So a message sent over gRPC is consumed over remoting and the reverse.
 
@@ -17,8 +17,10 @@ import binascii
 import ipaddress
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
+from pocketmq.broker.core import BrokerCore
 from pocketmq.broker.errors import BrokerError
 from pocketmq.broker.grpc.auth import AuthError, check_signature
 from pocketmq.broker.grpc.convert import (
@@ -51,11 +53,7 @@ from pocketmq.broker.services.transactions import COMMIT, ROLLBACK, HalfMessage
 from pocketmq.store.javahash import java_string_hash
 from pocketmq.store.record import Host, MessageRecord, decode_record
 
-if TYPE_CHECKING:
-    from pocketmq.broker.app import Broker
-    from pocketmq.broker.grpc.server import GrpcSettings
-
-__all__ = ["MessagingService"]
+__all__ = ["GrpcSettings", "MessagingService"]
 
 log = logging.getLogger("pocketmq.grpc")
 
@@ -89,6 +87,15 @@ def _status(code: int, message: str) -> Any:
 def topic_message_type(config: Any) -> str:
     """A topic's 5.x ``message.type`` attribute; NORMAL when it has none (TopicConfig)."""
     return (config.attributes or {}).get("message.type", "NORMAL")
+
+
+@dataclass
+class GrpcSettings:
+    host: str = "127.0.0.1"
+    port: int = 8081
+    advertised_host: str = "127.0.0.1"
+    auto_create_topics: bool = False
+    credentials: dict[str, str] = field(default_factory=dict)  # access key -> secret key
 
 
 class _Call:
@@ -131,7 +138,7 @@ def _parse_recall_handle(handle: str) -> tuple[str, str, str, str]:
 
 
 class MessagingService(service_pb2_grpc.MessagingServiceServicer):
-    def __init__(self, broker: Broker, settings: GrpcSettings) -> None:
+    def __init__(self, broker: BrokerCore, settings: GrpcSettings) -> None:
         self.broker = broker
         self.settings = settings
         self.sessions = SessionRegistry(broker)

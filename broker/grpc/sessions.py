@@ -14,14 +14,11 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from pocketmq.broker.core import BrokerCore
 from pocketmq.broker.grpc.stubs import definition_pb2, service_pb2
 from pocketmq.broker.services.pop import PopError
 from pocketmq.store.durations import DEFAULT_DELAY_LEVELS, parse_delay_levels
-
-if TYPE_CHECKING:
-    from pocketmq.broker.app import Broker
 
 __all__ = ["ClientSession", "Renewal", "SessionRegistry", "retry_delays_ms"]
 
@@ -82,7 +79,7 @@ class Renewal:
 
 @dataclass
 class SessionRegistry:
-    broker: Broker
+    broker: BrokerCore
     sessions: dict[str, ClientSession] = field(default_factory=dict)
     renewals: dict[tuple[str, str, str], Renewal] = field(default_factory=dict)
 

@@ -5,8 +5,7 @@ UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from pocketmq.broker.core import BrokerCore
 from pocketmq.broker.handlers.common import bad_request, error_response
 from pocketmq.broker.protocol import (
     MalformedBodyError,
@@ -36,9 +35,6 @@ from pocketmq.broker.services.groups import GroupConfig, validate_group_name
 from pocketmq.broker.services.topics import TopicError, apply_attribute_changes
 from pocketmq.store.errors import CorruptRecordError, OffsetOutOfRangeError
 
-if TYPE_CHECKING:
-    from pocketmq.broker.app import Broker
-
 __all__ = [
     "handle_create_group",
     "handle_create_topic",
@@ -55,7 +51,7 @@ __all__ = [
 
 
 def handle_get_max_offset(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     try:
         header = GetMaxOffsetRequestHeader.from_ext_fields(request.ext_fields)
@@ -68,7 +64,7 @@ def handle_get_max_offset(
 
 
 def handle_get_min_offset(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     try:
         header = GetMinOffsetRequestHeader.from_ext_fields(request.ext_fields)
@@ -81,7 +77,7 @@ def handle_get_min_offset(
 
 
 def handle_search_offset(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     try:
         header = SearchOffsetRequestHeader.from_ext_fields(request.ext_fields)
@@ -94,7 +90,7 @@ def handle_search_offset(
 
 
 def handle_get_earliest_store_time(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     try:
         header = GetEarliestMsgStoretimeRequestHeader.from_ext_fields(request.ext_fields)
@@ -115,7 +111,7 @@ def handle_get_earliest_store_time(
 
 
 def handle_view_message(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     try:
         header = ViewMessageRequestHeader.from_ext_fields(request.ext_fields)
@@ -133,7 +129,7 @@ def handle_view_message(
 
 
 def handle_query_message(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     try:
         header = QueryMessageRequestHeader.from_ext_fields(request.ext_fields)
@@ -163,7 +159,7 @@ def handle_query_message(
 
 
 def handle_create_topic(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     try:
         header = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
@@ -192,7 +188,7 @@ def handle_create_topic(
 
 
 def handle_delete_topic(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     topic = (request.ext_fields or {}).get("topic", "")
     broker.topics.delete(topic)
@@ -201,7 +197,7 @@ def handle_delete_topic(
 
 
 def handle_get_all_topic_config(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     return request.make_response(
         ResponseCode.SUCCESS, body=encode_json_body(broker.topics.wrapper())
@@ -209,7 +205,7 @@ def handle_get_all_topic_config(
 
 
 def handle_create_group(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     """The body is RocketMQ's SubscriptionGroupConfig JSON; the group is created or replaced."""
     if not request.body:
@@ -228,7 +224,7 @@ def handle_create_group(
 
 
 def handle_get_all_group_config(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     return request.make_response(
         ResponseCode.SUCCESS, body=encode_json_body(broker.groups.wrapper())
@@ -236,7 +232,7 @@ def handle_get_all_group_config(
 
 
 async def handle_clock(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     """pocketmq's POCKETMQ_CLOCK: ``action`` get, advance (``duration``: 2h, 90s, ms) or set
     (``time``: epoch ms). Advancing runs everything that falls due, in order, before answering."""

@@ -4,8 +4,8 @@ GET_CONSUMER_LIST_BY_GROUP (38), QUERY/UPDATE_CONSUMER_OFFSET (14/15), LOCK/UNLO
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
+from pocketmq.broker.core import BrokerCore
 from pocketmq.broker.handlers.common import bad_request
 from pocketmq.broker.protocol import (
     MalformedBodyError,
@@ -29,9 +29,6 @@ from pocketmq.broker.protocol.headers import (
 )
 from pocketmq.broker.remoting.server import Connection
 
-if TYPE_CHECKING:
-    from pocketmq.broker.app import Broker
-
 __all__ = [
     "handle_get_consumer_list",
     "handle_heartbeat",
@@ -44,7 +41,7 @@ __all__ = [
 
 
 def handle_heartbeat(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     try:
         data = decode_json_body(request.body or b"{}", HeartbeatData)
@@ -67,7 +64,7 @@ def handle_heartbeat(
 
 
 def handle_unregister_client(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     try:
         header = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
@@ -80,7 +77,7 @@ def handle_unregister_client(
 
 
 def handle_get_consumer_list(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     try:
         header = GetConsumerListByGroupRequestHeader.from_ext_fields(request.ext_fields)
@@ -96,7 +93,7 @@ def handle_get_consumer_list(
 
 
 def handle_query_consumer_offset(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     try:
         header = QueryConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
@@ -119,7 +116,7 @@ def handle_query_consumer_offset(
 
 
 def handle_update_consumer_offset(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     try:
         header = UpdateConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
@@ -136,7 +133,7 @@ def handle_update_consumer_offset(
 
 
 def handle_lock_batch(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     try:
         body = decode_json_body(request.body or b"{}", LockBatchRequestBody)
@@ -150,7 +147,7 @@ def handle_lock_batch(
 
 
 def handle_unlock_batch(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     try:
         body = decode_json_body(request.body or b"{}", UnlockBatchRequestBody)

@@ -9,10 +9,11 @@
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
+from pocketmq.broker.core import BrokerCore
 from pocketmq.broker.protocol import RemotingCommand, ResponseCode
 from pocketmq.broker.remoting.server import Connection
 from pocketmq.broker.services.retry import dlq_topic
@@ -22,13 +23,10 @@ from pocketmq.store.message_store import copy_of
 from pocketmq.store.record import MessageRecord
 from pocketmq.store.state import MessageState
 
-if TYPE_CHECKING:
-    from pocketmq.broker.app import Broker
-
 __all__ = ["handle_dlq", "handle_message_info", "message_json"]
 
 
-def message_json(broker: Broker, record: MessageRecord) -> dict[str, Any]:
+def message_json(broker: BrokerCore, record: MessageRecord) -> dict[str, Any]:
     change = broker.store.state_change_of(record.physical_offset)
     state = change.state if change else MessageState.AVAILABLE
     return {
@@ -63,7 +61,7 @@ def _json_response(request: RemotingCommand, value: object) -> RemotingCommand:
 
 
 def handle_message_info(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     ext = request.ext_fields or {}
     records: list[MessageRecord] = []
@@ -89,7 +87,7 @@ def handle_message_info(
     return _json_response(request, [message_json(broker, r) for r in records])
 
 
-def _dlq_records(broker: Broker, group: str) -> list[MessageRecord]:
+def _dlq_records(broker: BrokerCore, group: str) -> list[MessageRecord]:
     topic = dlq_topic(group)
     result: list[MessageRecord] = []
     offset = broker.store.min_offset(topic, 0)
@@ -102,7 +100,7 @@ def _dlq_records(broker: Broker, group: str) -> list[MessageRecord]:
         offset = got.next_offset
 
 
-def _why_dead(broker: Broker, record: MessageRecord) -> str:
+def _why_dead(broker: BrokerCore, record: MessageRecord) -> str:
     """Why a dead letter is one: the state reason of the message as first sent (a DLQ copy
     itself is available, so that the group's DLQ consumers get it)."""
     original = broker.retry.first_delivery(record.properties)
@@ -110,7 +108,9 @@ def _why_dead(broker: Broker, record: MessageRecord) -> str:
     return change.reason if change is not None else ""
 
 
-def handle_dlq(broker: Broker, request: RemotingCommand, connection: Connection) -> RemotingCommand:
+def handle_dlq(
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
+) -> RemotingCommand:
     ext = request.ext_fields or {}
     group = ext.get("group", "")
     if not group:
@@ -146,7 +146,7 @@ def handle_dlq(broker: Broker, request: RemotingCommand, connection: Connection)
     return _json_response(request, outcomes)
 
 
-def _resend(broker: Broker, record: MessageRecord) -> dict[str, Any]:
+def _resend(broker: BrokerCore, record: MessageRecord) -> dict[str, Any]:
     outcome: dict[str, Any] = {
         "msg_id": record.unique_key,
         "origin_message_id": record.properties.get("ORIGIN_MESSAGE_ID"),

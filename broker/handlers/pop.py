@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING
 
+from pocketmq.broker.core import BrokerCore
 from pocketmq.broker.handlers.common import bad_request, error_response
 from pocketmq.broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
 from pocketmq.broker.protocol.headers import (
@@ -19,14 +19,11 @@ from pocketmq.broker.remoting.server import Connection
 from pocketmq.broker.services.pop import PopError, PoppedMessage
 from pocketmq.broker.services.pull import parse_tag_expression
 
-if TYPE_CHECKING:
-    from pocketmq.broker.app import Broker
-
 __all__ = ["handle_ack", "handle_change_invisible", "handle_pop"]
 
 
 def handle_pop(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand | Awaitable[RemotingCommand]:
     try:
         header = PopMessageRequestHeader.from_ext_fields(request.ext_fields)
@@ -92,7 +89,7 @@ def handle_pop(
 
 
 def _response(
-    broker: Broker,
+    broker: BrokerCore,
     request: RemotingCommand,
     header: PopMessageRequestHeader,
     popped: list[PoppedMessage],
@@ -129,7 +126,9 @@ def _response(
     )
 
 
-def handle_ack(broker: Broker, request: RemotingCommand, connection: Connection) -> RemotingCommand:
+def handle_ack(
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
+) -> RemotingCommand:
     try:
         header = AckMessageRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
@@ -142,7 +141,7 @@ def handle_ack(broker: Broker, request: RemotingCommand, connection: Connection)
 
 
 def handle_change_invisible(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     try:
         header = ChangeInvisibleTimeRequestHeader.from_ext_fields(request.ext_fields)

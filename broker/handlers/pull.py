@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING
 
+from pocketmq.broker.core import BrokerCore
 from pocketmq.broker.errors import BrokerError
 from pocketmq.broker.handlers.common import error_response
 from pocketmq.broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
@@ -15,9 +15,6 @@ from pocketmq.broker.protocol.codes import PullSysFlag
 from pocketmq.broker.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from pocketmq.broker.remoting.server import Connection
 from pocketmq.store.message_store import GetResult, GetStatus
-
-if TYPE_CHECKING:
-    from pocketmq.broker.app import Broker
 
 __all__ = ["handle_pull"]
 
@@ -43,7 +40,7 @@ def _status_code(result: GetResult, requested_offset: int) -> int:
 
 
 def handle_pull(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand | Awaitable[RemotingCommand]:
     try:
         header = PullMessageRequestHeader.from_ext_fields(request.ext_fields)
@@ -79,7 +76,7 @@ def handle_pull(
 
 
 async def _hold(
-    broker: Broker,
+    broker: BrokerCore,
     request: RemotingCommand,
     header: PullMessageRequestHeader,
     tags: set[int] | None,
@@ -106,7 +103,7 @@ async def _hold(
 
 
 def _read(
-    broker: Broker,
+    broker: BrokerCore,
     request: RemotingCommand,
     header: PullMessageRequestHeader,
     tags: set[int] | None,

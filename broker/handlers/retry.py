@@ -3,22 +3,18 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from pocketmq.broker.core import BrokerCore
 from pocketmq.broker.errors import BrokerError
 from pocketmq.broker.handlers.common import bad_request, error_response
 from pocketmq.broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
 from pocketmq.broker.protocol.headers import ConsumerSendMsgBackRequestHeader
 from pocketmq.broker.remoting.server import Connection
 
-if TYPE_CHECKING:
-    from pocketmq.broker.app import Broker
-
 __all__ = ["handle_consumer_send_back"]
 
 
 def handle_consumer_send_back(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     try:
         header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)

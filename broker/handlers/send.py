@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING
 
 import msgspec
 
+from pocketmq.broker.core import BrokerCore
 from pocketmq.broker.errors import BrokerError, Kind
 from pocketmq.broker.handlers.common import error_response
 from pocketmq.broker.protocol import (
@@ -26,9 +26,6 @@ from pocketmq.broker.protocol.message_codec import (
 from pocketmq.broker.remoting.server import Connection
 from pocketmq.store.message_store import PutMessage, PutResult
 from pocketmq.store.record import Host, encode_properties
-
-if TYPE_CHECKING:
-    from pocketmq.broker.app import Broker
 
 __all__ = ["handle_send"]
 
@@ -50,7 +47,7 @@ def _born_host(connection: Connection) -> Host:
         return host
 
 
-def _offset_msg_id(broker: Broker, connection: Connection, physical_offset: int) -> str:
+def _offset_msg_id(broker: BrokerCore, connection: Connection, physical_offset: int) -> str:
     """``broker.offset_msg_id``: store host and port (fixed for the broker's life, so kept per
     connection as hex text) + the offset as 16 hex digits. Every send answers one."""
     prefix = connection.attributes.get("offset_msg_id_prefix")
@@ -70,7 +67,7 @@ _SEND_BATCH_MESSAGE = RequestCode.SEND_BATCH_MESSAGE
 
 
 def handle_send(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand | bytes | Awaitable[RemotingCommand]:
     try:
         header = parse_send_message_header(request.code, request.ext_fields)
@@ -124,7 +121,7 @@ def handle_send(
 
 
 def _send_batch(
-    broker: Broker,
+    broker: BrokerCore,
     request: RemotingCommand,
     connection: Connection,
     header: SendMessageRequestHeader,
@@ -172,7 +169,7 @@ def _send_batch(
 
 
 def _maybe_wait(
-    broker: Broker,
+    broker: BrokerCore,
     request: RemotingCommand,
     result: PutResult,
     ext: dict[str, str],

@@ -6,10 +6,10 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import msgspec
 
+from pocketmq.broker.core import BrokerCore
 from pocketmq.broker.handlers.common import bad_request, error_response
 from pocketmq.broker.protocol import (
     MalformedHeaderError,
@@ -26,16 +26,13 @@ from pocketmq.broker.services.clients import ClientRegistry
 from pocketmq.broker.services.transactions import CheckTarget, HalfMessage, TransactionError
 from pocketmq.store.record import MessageRecord, RecordLimits, encode_record
 
-if TYPE_CHECKING:
-    from pocketmq.broker.app import Broker
-
 __all__ = ["RemotingCheckSource", "handle_end_transaction", "handle_tx_admin"]
 
 log = logging.getLogger("pocketmq.broker")
 
 
 def handle_end_transaction(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     try:
         header = EndTransactionRequestHeader.from_ext_fields(request.ext_fields)
@@ -56,7 +53,7 @@ def handle_end_transaction(
 
 
 def handle_tx_admin(
-    broker: Broker, request: RemotingCommand, connection: Connection
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     ext = request.ext_fields or {}
     action = ext.get("action", "list")

@@ -10,11 +10,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from pocketmq.broker.protocol.headers import ConsumerData, SubscriptionData
-from pocketmq.broker.remoting.server import Connection
 
-__all__ = ["ClientRegistry", "ConsumerGroupInfo", "ConsumerInfo"]
+__all__ = ["Channel", "ClientRegistry", "ConsumerGroupInfo", "ConsumerInfo"]
+
+
+class Channel(Protocol):
+    """What the registry needs of a client's connection, whichever front holds it: whether it
+    is closed, and a place to note which groups it joined (RocketMQ's ClientChannelInfo)."""
+
+    closed: bool
+    attributes: dict[str, Any]
+
 
 log = logging.getLogger("pocketmq.broker")
 
@@ -22,7 +31,7 @@ log = logging.getLogger("pocketmq.broker")
 @dataclass(slots=True)
 class ConsumerInfo:
     client_id: str
-    connection: Connection
+    connection: Channel
     last_heartbeat: float
 
 
@@ -40,13 +49,13 @@ class ConsumerGroupInfo:
 
 
 class ClientRegistry:
-    def __init__(self, *, notify: Callable[[str, list[Connection]], None]) -> None:
+    def __init__(self, *, notify: Callable[[str, list[Channel]], None]) -> None:
         self.consumer_groups: dict[str, ConsumerGroupInfo] = {}
         self.producer_groups: dict[str, dict[str, ConsumerInfo]] = {}
         self._notify = notify
 
     def register_consumer(
-        self, data: ConsumerData, client_id: str, connection: Connection, now: float
+        self, data: ConsumerData, client_id: str, connection: Channel, now: float
     ) -> bool:
         """Register or refresh; returns True when the group's membership changed."""
         info = self.consumer_groups.get(data.group_name)
@@ -69,7 +78,7 @@ class ClientRegistry:
         return changed
 
     def register_producer(
-        self, group: str, client_id: str, connection: Connection, now: float
+        self, group: str, client_id: str, connection: Channel, now: float
     ) -> None:
         self.producer_groups.setdefault(group, {})[client_id] = ConsumerInfo(
             client_id, connection, now
@@ -87,7 +96,7 @@ class ClientRegistry:
         if producer_group:
             self.producer_groups.get(producer_group, {}).pop(client_id, None)
 
-    def connection_lost(self, connection: Connection) -> None:
+    def connection_lost(self, connection: Channel) -> None:
         for group in connection.attributes.get("consumer_groups", ()):
             info = self.consumer_groups.get(group)
             if info is None:
@@ -121,7 +130,7 @@ class ClientRegistry:
     def group(self, group: str) -> ConsumerGroupInfo | None:
         return self.consumer_groups.get(group)
 
-    def producers_of(self, group: str) -> list[Connection]:
+    def producers_of(self, group: str) -> list[Channel]:
         return [
             p.connection
             for p in self.producer_groups.get(group, {}).values()

@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -35,13 +34,11 @@ from pocketmq.broker.errors import Kind, PopError
 from pocketmq.broker.services.clock import Scheduler
 from pocketmq.broker.services.groups import GroupManager
 from pocketmq.broker.services.offsets import OffsetManager
+from pocketmq.broker.services.retry import RetryService
 from pocketmq.broker.services.topics import TopicManager
 from pocketmq.store.errors import CorruptRecordError, OffsetOutOfRangeError
 from pocketmq.store.message_store import MessageStore, PutMessage, PutResult, copy_of
 from pocketmq.store.record import MessageRecord, with_reconsume_times
-
-if TYPE_CHECKING:
-    from pocketmq.broker.services.retry import RetryService
 
 __all__ = ["PopError", "PopService", "ReceiptHandle", "pop_retry_topic"]
 

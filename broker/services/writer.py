@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from pocketmq.broker.errors import BrokerError
+from pocketmq.broker.services.schedule import ScheduleService
+from pocketmq.broker.services.timer import TimerService
+from pocketmq.broker.services.transactions import TransactionService
 from pocketmq.store.errors import StoreError
 from pocketmq.store.message_store import MessageStore, PutMessage, PutResult
 from pocketmq.store.record import SysFlag
-
-if TYPE_CHECKING:  # types only: the services import this module, not the other way round
-    from pocketmq.broker.services.schedule import ScheduleService
-    from pocketmq.broker.services.timer import TimerService
-    from pocketmq.broker.services.transactions import TransactionService
 
 __all__ = ["MessageWriter"]
 
