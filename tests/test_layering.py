@@ -1,7 +1,10 @@
 """Imports go one way (DESIGN.md): ids <- store <- broker; client uses only broker.protocol and ids;
 sparkexport reads the store and ids; the command line (cli) sits above them all. ``ids`` and
-``store`` never touch asyncio or sockets. Everything installs under ``pocketmq``: an import of a
-bare ``broker`` or ``store`` works only in a checkout, so none is allowed."""
+``store`` never touch asyncio or sockets. Inside the broker: protocol, errors and config <-
+services <- core <- fronts (remoting handlers, gRPC) <- app. Imports under ``TYPE_CHECKING``
+count like any other, and no modules import each other in a circle. Everything installs under
+``pocketmq``: an import of a bare ``broker`` or ``store`` works only in a checkout, so none is
+allowed."""
 
 from __future__ import annotations
 
@@ -30,12 +33,29 @@ STORE_FORMAT = {
     "store.topics",
     "store.durations",
 }
+BELOW_SERVICES = {"broker.protocol", "broker.errors", "broker.config", "store", "ids"}
+BELOW_FRONTS = {*BELOW_SERVICES, "broker.services", "broker.core"}
 # What each package (or sub-package) may import from the project, and which stdlib modules it may not.
 PROJECT_ALLOWED = {
     "ids": {"ids"},
     "store": {"ids", "store"},
     "broker.protocol": {"broker.protocol", *STORE_FORMAT},
-    "broker": {"broker", "store", "ids"},
+    # Inside the broker, rooms on floors: each imports its own floor and those below.
+    "broker.errors": {"broker.errors", "store"},
+    "broker.config": {"broker.config", "store"},
+    # services: the behaviour, once; no front, no app (they reach producers and held pulls
+    # through the interfaces the fronts register, never through a connection).
+    "broker.services": {*BELOW_SERVICES, "broker.services"},
+    "broker.core": {*BELOW_SERVICES, "broker.services", "broker.core"},
+    # fronts: they translate a protocol onto the services, through the core
+    "broker.remoting": {"broker.remoting", "broker.protocol"},
+    "broker.namesrv": {"broker.namesrv", "broker.remoting", "broker.protocol"},
+    "broker.handlers": {*BELOW_FRONTS, "broker.handlers", "broker.remoting"},
+    "broker.grpc": {*BELOW_FRONTS, "broker.grpc"},
+    # the app wires everything; serve runs it
+    "broker.app": {"broker", "store", "ids"},
+    "broker.serve": {"broker", "store", "ids"},
+    "broker": set(),  # broker/__init__.py: empty
     "client": {"client", "broker.protocol", "ids", *STORE_FORMAT},
     "sparkexport": {"sparkexport", "store", "ids"},
     # The command line is the top of the stack: servers, SDK, store tools and the exporter.
@@ -50,9 +70,10 @@ FORBIDDEN_EXTERNAL = {
 
 def _layer_of(module: str) -> str:
     name = module.removeprefix(P)
-    if name.startswith("broker.protocol"):
-        return "broker.protocol"
-    return name.split(".")[0]
+    parts = name.split(".")
+    if parts[0] == "broker" and len(parts) > 1:
+        return f"broker.{parts[1]}"  # a room of the broker: a sub-package or a module
+    return parts[0]
 
 
 def _modules() -> list[tuple[str, Path]]:
@@ -74,12 +95,17 @@ def _imports(path: Path, module: str) -> list[str]:
             names.extend(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package[: len(package) - node.level + 1]
-                names.append(".".join([*base, node.module] if node.module else base))
-            elif node.module == "pocketmq":  # from pocketmq import ids
-                names.extend(f"{P}{alias.name}" for alias in node.names)
+                base = ".".join(package[: len(package) - node.level + 1])
+                source = f"{base}.{node.module}" if node.module else base
             elif node.module:
-                names.append(node.module)
+                source = node.module
+            else:
+                continue
+            if source == "pocketmq" or (not node.module and node.level):
+                # from pocketmq import ids; from . import clients: the names are modules
+                names.extend(f"{source}.{alias.name}" for alias in node.names)
+            else:
+                names.append(source)
     return names
 
 
@@ -105,5 +131,45 @@ def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
     assert _imports(bad, "pocketmq.store.bad") == [
         "asyncio",
         "pocketmq.broker.server",
-        "pocketmq.store",
+        "pocketmq.store.y",
     ]
+
+
+def _graph() -> dict[str, set[str]]:
+    """Module -> the project modules it imports (imports under TYPE_CHECKING included)."""
+    modules = dict(_modules())
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        targets = set()
+        for name in _imports(path, module):
+            while name and name not in modules:  # `from package import name`: the package
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                targets.add(name)
+        graph[module] = targets
+    return graph
+
+
+def test_no_import_circles() -> None:
+    graph = _graph()
+    circles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(module: str, path: list[str]) -> None:
+        state[module] = 1
+        for target in sorted(graph[module]):
+            if state.get(target) == 1:
+                circles.append([*path[path.index(target) :], target])
+            elif target not in state:
+                visit(target, [*path, target])
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module, [module])
+    assert circles == [], "\n".join(" -> ".join(c) for c in circles)
+
+
+def test_every_broker_room_has_a_rule() -> None:
+    rooms = {_layer_of(module) for module, _ in _modules() if module.startswith(P + "broker")}
+    assert rooms <= set(PROJECT_ALLOWED), sorted(rooms - set(PROJECT_ALLOWED))
