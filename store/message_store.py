@@ -60,6 +60,7 @@ from pocketmq.store.state import (
     MessageState,
     StateChange,
     StateTable,
+    check_transition,
     decode_state_body,
     encode_state_body,
 )
@@ -624,8 +625,12 @@ class MessageStore:
         self, physical_offset: int, state: MessageState, reason: str = "", *, group: str = ""
     ) -> PutResult:
         """Record a state change of the message at ``physical_offset`` (an appended record);
-        with ``group`` it holds for that consumer group only."""
+        with ``group`` it holds for that consumer group only. A change that
+        ``store.state.TRANSITIONS`` does not allow raises ``IllegalStateChangeError``."""
         self.read(physical_offset, check_crc=False)  # the target must exist
+        check_transition(
+            physical_offset, self.states.state_of(physical_offset, group or None), state
+        )
         return self.put(
             PutMessage(
                 topic=STATE_TOPIC,

@@ -28,9 +28,12 @@ from dataclasses import dataclass
 
 __all__ = [
     "STATE_TOPIC",
+    "TRANSITIONS",
+    "IllegalStateChangeError",
     "MessageState",
     "StateChange",
     "StateTable",
+    "check_transition",
     "decode_state_body",
     "encode_state_body",
 ]
@@ -48,6 +51,49 @@ class MessageState(enum.IntEnum):
     @property
     def label(self) -> str:
         return self.name.lower()
+
+
+# The one table of the changes a message's state may go through (h11's _state.py is the model):
+# from each state, the states a change may lead to, and who makes it. Every change goes through
+# MessageStore.set_state, which checks it here; one not in the table raises.
+_A, _U, _P, _D = (
+    MessageState.AVAILABLE,
+    MessageState.UNAVAILABLE,
+    MessageState.POISONED,
+    MessageState.MARKED_FOR_DELETION,
+)
+TRANSITIONS: dict[MessageState, frozenset[MessageState]] = {
+    # a copy stored to wait (delay level, timer, half message); dead-lettered by a group; an
+    # admin's delete, a DLQ resend of its dead letter, retention
+    _A: frozenset((_U, _P, _D)),
+    # delivered (delay, timer), committed, rolled back, superseded by a check copy, discarded
+    # after the last check, recalled; dead-lettered while it waited; made available again
+    # (MessageStore.set_state by a user of the store)
+    _U: frozenset((_D, _P, _A)),
+    # dead-lettered again (its retry copy and its first delivery); an admin's delete, retention
+    _P: frozenset((_P, _D)),
+    # for good: only marking it again (a second delete, a span over it) is no change
+    _D: frozenset((_D,)),
+}
+
+
+class IllegalStateChangeError(ValueError):
+    """A state change the table does not allow (e.g. a message marked for deletion made
+    available again); nothing was written."""
+
+    def __init__(self, physical_offset: int, current: MessageState, new: MessageState) -> None:
+        self.physical_offset = physical_offset
+        self.current = current
+        self.new = new
+        super().__init__(
+            f"the message at {physical_offset} is {current.label}: it cannot become {new.label}"
+        )
+
+
+def check_transition(physical_offset: int, current: MessageState, new: MessageState) -> None:
+    """Raises ``IllegalStateChangeError`` unless ``TRANSITIONS`` allows ``current`` -> ``new``."""
+    if new not in TRANSITIONS[current]:
+        raise IllegalStateChangeError(physical_offset, current, new)
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,6 +28,7 @@ checks where they were.
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -45,13 +46,40 @@ from pocketmq.store.message_store import MessageStore, PutMessage, PutResult, co
 from pocketmq.store.record import MessageRecord, SysFlag, encode_properties
 from pocketmq.store.state import MessageState
 
-__all__ = ["CheckTarget", "HalfMessage", "TransactionError", "TransactionService"]
+__all__ = [
+    "TX_TRANSITIONS",
+    "CheckTarget",
+    "HalfMessage",
+    "TransactionError",
+    "TransactionService",
+    "TxStatus",
+]
 
 log = logging.getLogger("pocketmq.broker")
 
 COMMIT = SysFlag.TRANSACTION_COMMIT_TYPE
 ROLLBACK = SysFlag.TRANSACTION_ROLLBACK_TYPE
 UNKNOWN = SysFlag.TRANSACTION_NOT_TYPE
+
+
+class TxStatus(enum.Enum):
+    PENDING = "pending"
+    COMMITTED = "committed"
+    ROLLED_BACK = "rolled back"
+    DISCARDED = "discarded"
+
+
+# The one table of a transaction's status changes: a pending transaction stays pending (an
+# UNKNOWN answer, a check) or ends once, by a commit, a rollback or its last check; an ended one
+# never changes again. ``_move`` checks every change against it.
+TX_TRANSITIONS: dict[TxStatus, frozenset[TxStatus]] = {
+    TxStatus.PENDING: frozenset(TxStatus),
+    TxStatus.COMMITTED: frozenset(),
+    TxStatus.ROLLED_BACK: frozenset(),
+    TxStatus.DISCARDED: frozenset(),
+}
+# What a producer's answer (commitOrRollback of END_TRANSACTION) asks for.
+_ANSWERS = {UNKNOWN: TxStatus.PENDING, COMMIT: TxStatus.COMMITTED, ROLLBACK: TxStatus.ROLLED_BACK}
 
 
 @dataclass(slots=True)
@@ -64,6 +92,7 @@ class HalfMessage:
     born_timestamp: int
     next_check_ms: int
     real_topic: str
+    status: TxStatus = TxStatus.PENDING
 
 
 # Asks one producer about a transaction: given the half message as sent, and its state.
@@ -221,19 +250,32 @@ class TransactionService:
         half = self.pending.get(txid)
         if half is None:
             return "already ended"  # a late or repeated answer: never a second commit
-        if outcome == UNKNOWN:
-            return "unknown: will be checked"
-        if outcome == COMMIT:
-            self._commit(record, half)
-        elif outcome == ROLLBACK:
-            store.set_state(half.physical_offset, MessageState.MARKED_FOR_DELETION, "rolled back")
-        else:
+        status = _ANSWERS.get(outcome)
+        if status is None:
             raise TransactionError(
                 Kind.INVALID_PARAMETER, f"commitOrRollback {outcome} is not 0, 8 or 12"
             )
+        self._move(half, status)
+        if status is TxStatus.PENDING:
+            return "unknown: will be checked"
+        if status is TxStatus.COMMITTED:
+            self._commit(record, half)
+        else:
+            store.set_state(half.physical_offset, MessageState.MARKED_FOR_DELETION, "rolled back")
         self._write_op(half.queue_offset)
         del self.pending[txid]
-        return "committed" if outcome == COMMIT else "rolled back"
+        return status.value
+
+    @staticmethod
+    def _move(half: HalfMessage, status: TxStatus) -> None:
+        """Change a transaction's status as ``TX_TRANSITIONS`` allows, or raise."""
+        if status not in TX_TRANSITIONS[half.status]:
+            raise TransactionError(
+                Kind.ILLEGAL_STATE,
+                f"transaction {half.transaction_id} is {half.status.value}: it cannot be "
+                f"{status.value}",
+            )
+        half.status = status
 
     def _commit(self, record: MessageRecord, half: HalfMessage) -> None:
         properties = dict(record.properties)
@@ -346,6 +388,7 @@ class TransactionService:
         )
 
     def _discard(self, half: HalfMessage) -> None:
+        self._move(half, TxStatus.DISCARDED)
         store = self.store
         record = store.read(half.physical_offset)
         properties = dict(record.properties)

@@ -18,7 +18,7 @@ import pytest
 from pocketmq.store.config import StoreConfig
 from pocketmq.store.message_store import MessageStore, PutMessage
 from pocketmq.store.record import RecordLimits
-from pocketmq.store.state import MessageState
+from pocketmq.store.state import TRANSITIONS, MessageState
 
 SEEDS = range(120)
 SEGMENT = 128 * 1024
@@ -84,11 +84,16 @@ def write_store(root: Path, rng: random.Random) -> tuple[list[Written], StateCha
         )
         if rng.random() < 0.05:
             target = rng.choice(written).offset
-            state = rng.choice(
-                [MessageState.POISONED, MessageState.UNAVAILABLE, MessageState.AVAILABLE]
-            )
-            change = store.set_state(target, state)
-            states.setdefault(target, []).append((change.end_offset, state))
+            # a change the state table allows from where the message is
+            allowed = TRANSITIONS[store.state_of(target)] & {
+                MessageState.POISONED,
+                MessageState.UNAVAILABLE,
+                MessageState.AVAILABLE,
+            }
+            if allowed:
+                state = rng.choice(sorted(allowed))
+                change = store.set_state(target, state)
+                states.setdefault(target, []).append((change.end_offset, state))
         if rng.random() < 0.1:
             store.flush_to()
         if rng.random() < 0.02:
