@@ -6,6 +6,7 @@ UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200), GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201
 from __future__ import annotations
 
 from pocketmq.broker.core import BrokerCore
+from pocketmq.broker.errors import BrokerError
 from pocketmq.broker.handlers.common import bad_request, error_response
 from pocketmq.broker.protocol import (
     MalformedBodyError,
@@ -30,7 +31,7 @@ from pocketmq.broker.protocol.headers import (
     encode_json_body,
 )
 from pocketmq.broker.remoting.server import Connection
-from pocketmq.broker.services.clock import ManualClock, parse_duration_ms
+from pocketmq.broker.services.clock import move_clock
 from pocketmq.broker.services.groups import GroupConfig, validate_group_name
 from pocketmq.broker.services.topics import TopicError, apply_attribute_changes
 from pocketmq.store.errors import CorruptRecordError, OffsetOutOfRangeError
@@ -241,23 +242,15 @@ async def handle_clock(
     clock = broker.clock
     fired = 0
     if action in ("advance", "set"):
-        if not isinstance(clock, ManualClock):
-            return request.make_response(
-                ResponseCode.ILLEGAL_OPERATION,
-                "the broker runs on the system clock; start it with --clock manual",
-            )
         try:
-            if action == "advance":
-                duration = parse_duration_ms(ext.get("duration", ""))
-            else:
-                duration = int(ext.get("time", "")) - clock.now_ms()
-        except ValueError as error:
-            return request.make_response(ResponseCode.INVALID_PARAMETER, str(error))
-        if duration < 0:
-            return request.make_response(
-                ResponseCode.INVALID_PARAMETER, "the manual clock never goes backwards"
+            fired = await move_clock(
+                clock,
+                broker.scheduler,
+                advance=ext.get("duration", "") if action == "advance" else None,
+                to=ext.get("time", "") if action == "set" else None,
             )
-        fired = await broker.scheduler.advance(duration)
+        except BrokerError as error:
+            return error_response(request, error)
     elif action != "get":
         return request.make_response(
             ResponseCode.INVALID_PARAMETER, f"unknown clock action {action!r}"

@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from pocketmq.broker.errors import BrokerError, Kind
 from pocketmq.store.durations import parse_duration_ms  # re-exported: the broker's text form
 
 __all__ = ["Clock", "ManualClock", "Scheduler", "SystemClock", "parse_duration_ms"]
@@ -144,3 +145,23 @@ class Scheduler:
                 except Exception:
                     log.exception("work after the clock advanced failed")
             return fired
+
+
+async def move_clock(
+    clock: Clock, scheduler: Scheduler, *, advance: str | None = None, to: str | None = None
+) -> int:
+    """An admin's move of a manual clock: forward by ``advance`` (2h, 90s, 1h30m, 250ms or
+    milliseconds) or to the epoch milliseconds ``to``; everything that falls due runs, in
+    order, before it returns how many scheduled items ran. Refuses a system clock
+    (ILLEGAL_STATE) and a move backwards or a value that is no duration (INVALID_PARAMETER)."""
+    if not isinstance(clock, ManualClock):
+        raise BrokerError(
+            Kind.ILLEGAL_STATE, "the broker runs on the system clock; start it with --clock manual"
+        )
+    try:
+        duration = parse_duration_ms(advance or "") if to is None else int(to) - clock.now_ms()
+    except ValueError as error:
+        raise BrokerError(Kind.INVALID_PARAMETER, str(error)) from None
+    if duration < 0:
+        raise BrokerError(Kind.INVALID_PARAMETER, "the manual clock never goes backwards")
+    return await scheduler.advance(duration)
