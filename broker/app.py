@@ -50,6 +50,7 @@ from pocketmq.broker.services.long_polling import PullHoldService
 from pocketmq.broker.services.offsets import OffsetManager
 from pocketmq.broker.services.pop import PopService
 from pocketmq.broker.services.pull import PullService
+from pocketmq.broker.services.queries import MessageQueries
 from pocketmq.broker.services.retention import RetentionPolicy, RetentionService
 from pocketmq.broker.services.retry import RetryService
 from pocketmq.broker.services.schedule import ScheduleService
@@ -226,6 +227,13 @@ class Broker(BrokerCore):
             in_flight_max=config.pop_in_flight_max,
         )
         self.pulls = PullService(topics=self.topics, groups=self.groups, clients=self.clients)
+        self.queries = MessageQueries(
+            self.store,
+            topics=self.topics,
+            retry=self.retry,
+            put=self.writer.put_internal,
+            offset_msg_id=self.offset_msg_id,
+        )
         self.schedule.start()
         self.timer.start()
         self.pop.start()

@@ -20,6 +20,7 @@ from pocketmq.broker.services.long_polling import PullHoldService
 from pocketmq.broker.services.offsets import OffsetManager
 from pocketmq.broker.services.pop import PopService
 from pocketmq.broker.services.pull import PullService
+from pocketmq.broker.services.queries import MessageQueries
 from pocketmq.broker.services.retention import RetentionService
 from pocketmq.broker.services.retry import RetryService
 from pocketmq.broker.services.schedule import ScheduleService
@@ -51,6 +52,7 @@ class BrokerCore:
     groups: GroupManager
     flush: FlushService
     pulls: PullService
+    queries: MessageQueries
     writer: MessageWriter
     send: SendService
     retry: RetryService
