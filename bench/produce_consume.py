@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import NamedTuple
 
 import uvloop
@@ -62,11 +63,16 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+# The console script beside this interpreter (a venv need not be activated), else the PATH's.
+_BESIDE = Path(sys.executable).parent / "pocketmq"
+POCKETMQ = str(_BESIDE) if _BESIDE.exists() else "pocketmq"
+
+
 def standalone_command(namesrv_port: int, data: str, *options: str) -> list[str]:
     """``pocketmq standalone`` with a free broker port, ``namesrv_port`` and its store in
     ``data``."""
     return [
-        "pocketmq",
+        POCKETMQ,
         "standalone",
         "--port",
         "0",
