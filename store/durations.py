@@ -29,7 +29,6 @@ UNITS_MS: Final = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_
 DEFAULT_DELAY_LEVELS: Final = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
 _PART = re.compile(r"(\d+)(ms|s|m|h|d)")
-_LEVEL_UNITS_MS: Final = {unit: UNITS_MS[unit] for unit in ("s", "m", "h", "d")}
 
 
 def parse_duration_ms(text: str) -> int:
@@ -54,10 +53,10 @@ def parse_delay_levels(text: str) -> list[int]:
     """``"1s 5s 1m 2h"`` -> milliseconds per level (units s, m, h, d as in RocketMQ)."""
     levels = []
     for token in text.split():
-        unit = _LEVEL_UNITS_MS.get(token[-1:])
-        if unit is None or not token[:-1].isdigit():
+        match = _PART.fullmatch(token)  # one part of a duration, not in milliseconds
+        if match is None or match.group(2) == "ms":
             raise ValueError(f"delay level {token!r} is not a number followed by s, m, h or d")
-        levels.append(int(token[:-1]) * unit)
+        levels.append(int(match.group(1)) * UNITS_MS[match.group(2)])
     if not levels:
         raise ValueError("at least one delay level is needed")
     return levels

@@ -205,8 +205,8 @@ def picking_struct(*names: str) -> struct.Struct:
     and skips the bytes between them: one unpack for a fast path that needs a few fields."""
     codes = _codes(ADDRESS_V4, ADDRESS_V4)
     index = {name: i for i, (name, _) in enumerate(FIELDS)}
-    wanted = sorted(index[name] for name in names)
-    assert len(wanted) == len(names), f"unknown or repeated field in {names}"
+    wanted = sorted({index[name] for name in names})
+    assert len(wanted) == len(names), f"a field named twice in {names}"
     text = ">"
     at = 0
     for i in wanted:
