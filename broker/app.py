@@ -35,7 +35,7 @@ from pocketmq.broker.protocol.headers import (
 )
 from pocketmq.broker.remoting.client import OutboundConnection
 from pocketmq.broker.remoting.server import Connection, Handler, RemotingServer, ServerLimits
-from pocketmq.broker.services.clients import ClientRegistry
+from pocketmq.broker.services.clients import Channel, ClientRegistry
 from pocketmq.broker.services.clock import (
     Clock,
     ManualClock,
@@ -169,23 +169,27 @@ class Broker(BrokerCore):
         self.flush.start()
         # The services, each given what it uses: none holds the broker.
         self.writer = MessageWriter(self.store, now_ms=self.clock_ms, arrived=self.holds.notify)
-        timed = {
-            "scheduler": self.scheduler,
-            "now_ms": self.clock_ms,
-            "put": self.writer.put_internal,
-        }
+        scheduler, now_ms, put = self.scheduler, self.clock_ms, self.writer.put_internal
         self.schedule = ScheduleService(
-            self.store, **timed, path=config_dir / "delayOffset.json" if config_dir else None
+            self.store,
+            scheduler=scheduler,
+            now_ms=now_ms,
+            put=put,
+            path=config_dir / "delayOffset.json" if config_dir else None,
         )
         self.timer = TimerService(
             self.store,
-            **timed,
+            scheduler=scheduler,
+            now_ms=now_ms,
+            put=put,
             path=config_dir / "timerCheck.json" if config_dir else None,
             max_delay_ms=config.timer_max_delay_ms,
         )
         self.transactions = TransactionService(
             self.store,
-            **timed,
+            scheduler=scheduler,
+            now_ms=now_ms,
+            put=put,
             topics=self.topics,
             offset_msg_id=self.offset_msg_id,
             timeout_ms=config.transaction_timeout_ms,
@@ -216,7 +220,9 @@ class Broker(BrokerCore):
         )
         self.pop = PopService(
             store=self.store,
-            **timed,
+            scheduler=scheduler,
+            now_ms=now_ms,
+            put=put,
             arrived=self.holds.notify,
             topics=self.topics,
             groups=self.groups,
@@ -376,9 +382,11 @@ class Broker(BrokerCore):
     def _disconnected(self, connection: Connection) -> None:
         self.clients.connection_lost(connection)
 
-    def _notify_consumer_ids_changed(self, group: str, connections: list[Connection]) -> None:
+    def _notify_consumer_ids_changed(self, group: str, connections: list[Channel]) -> None:
         ext = NotifyConsumerIdsChangedRequestHeader(consumer_group=group).to_ext_fields()
         for connection in connections:
+            # the registry's channels are this remoting server's connections
+            assert isinstance(connection, Connection)
             if not connection.closed:
                 connection.send_oneway(
                     RemotingCommand(

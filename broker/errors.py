@@ -65,8 +65,10 @@ class BrokerError(Exception):
 
     def __init__(self, kind: Kind | str, message: str = "") -> None:
         if isinstance(kind, str):  # BrokerError("message"): the class's own kind
-            kind, message = self.default_kind, kind
-        self.kind = kind
+            self.kind = self.default_kind
+            message = kind
+        else:
+            self.kind = kind
         super().__init__(message)
 
     @property

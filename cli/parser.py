@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 from importlib import metadata
+from typing import Any
 
 from pocketmq.store.durations import DEFAULT_DELAY_LEVELS
 
@@ -78,7 +79,7 @@ def _add_json(parser: argparse.ArgumentParser, what: str = "result") -> None:
 
 
 def _command(
-    commands: argparse._SubParsersAction, name: str, help_text: str, **kw: object
+    commands: argparse._SubParsersAction, name: str, help_text: str, **kw: Any
 ) -> argparse.ArgumentParser:
     # help strings are %-formatted by argparse, descriptions are not
     return commands.add_parser(name, help=help_text, description=help_text.replace("%%", "%"), **kw)

@@ -460,6 +460,7 @@ def find_record(
 
 def nonzero_extent(buf: Any, position: int, end: int, chunk: int = 1 << 22) -> int:
     """How many bytes from ``position`` up to the last non-zero byte before ``end``."""
+    np: Any
     try:
         import numpy as np
     except ImportError:  # pragma: no cover - numpy comes with the spark extra

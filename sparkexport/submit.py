@@ -105,6 +105,7 @@ def _follow(spark, stores: Sequence[str], args: argparse.Namespace) -> int:  # t
             reader = reader.option("topics", ",".join(args.topic))
         stream = reader.load(store)
         frame = stream if frame is None else frame.unionByName(stream)
+    assert frame is not None  # the parser requires at least one store
     query = (
         frame.writeStream.format(args.format)
         .option("checkpointLocation", os.path.join(args.out, "_checkpoint"))

@@ -148,6 +148,8 @@ class Backend:
 
 
 class DiskBackend(Backend):
+    root: Path  # a disk backend always has one
+
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)

@@ -137,7 +137,11 @@ def _parse_recall_handle(handle: str) -> tuple[str, str, str, str]:
     return parts[1], parts[2], parts[3], parts[4]
 
 
-class MessagingService(service_pb2_grpc.MessagingServiceServicer):
+# The generated servicer base (a module loaded at run time, so Any to a type checker).
+_Servicer: Any = service_pb2_grpc.MessagingServiceServicer
+
+
+class MessagingService(_Servicer):
     def __init__(self, broker: BrokerCore, settings: GrpcSettings) -> None:
         self.broker = broker
         self.settings = settings
@@ -417,7 +421,8 @@ class MessagingService(service_pb2_grpc.MessagingServiceServicer):
                     now_ms=now,
                 )
             )
-        group = messages[0].properties.get("__SHARDINGKEY") if len(messages) == 1 else None
+        first = messages[0].properties or {}
+        group = first.get("__SHARDINGKEY") if len(messages) == 1 else None
         entries = []
         for put in messages:
             if group:

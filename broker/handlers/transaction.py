@@ -104,9 +104,11 @@ class RemotingCheckSource:
         self.limits = limits
 
     def __call__(self, producer_group: str) -> list[CheckTarget]:
+        # the registry's channels are the remoting server's connections
         return [
             functools.partial(self._check, connection)
             for connection in self.clients.producers_of(producer_group)
+            if isinstance(connection, Connection)
         ]
 
     def _check(self, connection: Connection, real: MessageRecord, half: HalfMessage) -> None:

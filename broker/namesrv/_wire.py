@@ -212,7 +212,7 @@ def decode_compressed_register_body(data: bytes, *, size_max: int) -> RegisterBr
         table[config.topic_name] = config
     filters: list[str] = []
     if reader.remaining():  # Java requires it; be lenient about a missing tail
-        filters = decode_json_body(reader.chunk("the filter server list"), list[str] | None) or []
+        filters = decode_json_body(reader.chunk("the filter server list"), list[str] | None) or []  # type: ignore[arg-type]  # a union is a type to msgspec
     return RegisterBrokerBody(
         topic_config_serialize_wrapper=TopicConfigSerializeWrapper(
             topic_config_table=table, data_version=version

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from json.decoder import scanstring
+from json.decoder import scanstring  # type: ignore[attr-defined]  # C accelerated, untyped
 from typing import Any, TypeVar
 
 import msgspec
@@ -29,6 +29,14 @@ T = TypeVar("T")
 _DEPTH_MAX = 200
 
 _WS = re.compile(r"[ \t\n\r]*")
+
+
+def _skip_ws(text: str, pos: int) -> int:
+    """The position after the whitespace at ``pos`` (``_WS`` matches the empty string too)."""
+    match = _WS.match(text, pos)
+    return match.end() if match is not None else pos
+
+
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
 _BARE_KEY = re.compile(r"[A-Za-z0-9_$.+\-]+")
 _SINGLE_ESCAPES = {
@@ -75,8 +83,8 @@ def loads_lenient(data: bytes | bytearray | memoryview | str) -> Any:
     """Parse JSON plus fastjson's extensions into plain Python objects."""
     # Java decodes bytes with replacement characters, never failing on bad UTF-8.
     text = data if isinstance(data, str) else bytes(data).decode("utf-8", "replace")
-    value, pos = _value(text, _WS.match(text, 0).end(), 0)
-    pos = _WS.match(text, pos).end()
+    value, pos = _value(text, _skip_ws(text, 0), 0)
+    pos = _skip_ws(text, pos)
     if pos != len(text):
         raise LenientJSONError("trailing data", pos)
     return value
@@ -116,22 +124,22 @@ def _object(s: str, i: int, depth: int) -> tuple[dict[str, Any], int]:
     if depth > _DEPTH_MAX:
         raise LenientJSONError("nesting too deep", i)
     out: dict[str, Any] = {}
-    i = _WS.match(s, i).end()
+    i = _skip_ws(s, i)
     if s.startswith("}", i):
         return out, i + 1
     while True:
         key, i = _key(s, i, depth)
-        i = _WS.match(s, i).end()
+        i = _skip_ws(s, i)
         if not s.startswith(":", i):
             raise LenientJSONError("expected ':'", i)
-        i = _WS.match(s, i + 1).end()
+        i = _skip_ws(s, i + 1)
         out[key], i = _value(s, i, depth)
-        i = _WS.match(s, i).end()
+        i = _skip_ws(s, i)
         if s.startswith("}", i):
             return out, i + 1
         if not s.startswith(",", i):
             raise LenientJSONError("expected ',' or '}'", i)
-        i = _WS.match(s, i + 1).end()
+        i = _skip_ws(s, i + 1)
         if s.startswith("}", i):  # trailing comma
             return out, i + 1
 
@@ -157,18 +165,18 @@ def _array(s: str, i: int, depth: int) -> tuple[list[Any], int]:
     if depth > _DEPTH_MAX:
         raise LenientJSONError("nesting too deep", i)
     out: list[Any] = []
-    i = _WS.match(s, i).end()
+    i = _skip_ws(s, i)
     if s.startswith("]", i):
         return out, i + 1
     while True:
         item, i = _value(s, i, depth)
         out.append(item)
-        i = _WS.match(s, i).end()
+        i = _skip_ws(s, i)
         if s.startswith("]", i):
             return out, i + 1
         if not s.startswith(",", i):
             raise LenientJSONError("expected ',' or ']'", i)
-        i = _WS.match(s, i + 1).end()
+        i = _skip_ws(s, i + 1)
         if s.startswith("]", i):  # trailing comma
             return out, i + 1
 

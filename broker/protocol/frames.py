@@ -65,11 +65,9 @@ _LANGUAGE_NAMES: Final = {int(lang): lang.name for lang in LanguageCode}
 _LANGUAGE_BY_NAME: Final = {lang.name: lang for lang in LanguageCode}
 _LANGUAGE_BY_CODE: Final = {int(lang): lang for lang in LanguageCode}
 # JSON "language" may be a name, an ordinal (fastjson accepts both) or absent (Java: JAVA).
-_LANGUAGE_FROM_JSON: Final[dict[object, LanguageCode]] = {
-    **_LANGUAGE_BY_NAME,
-    **_LANGUAGE_BY_CODE,
-    None: LanguageCode.JAVA,
-}
+_LANGUAGE_FROM_JSON: Final[dict[object, LanguageCode]] = {None: LanguageCode.JAVA}
+_LANGUAGE_FROM_JSON.update(_LANGUAGE_BY_NAME)
+_LANGUAGE_FROM_JSON.update(_LANGUAGE_BY_CODE.items())
 _JavaInt = Annotated[int, msgspec.Meta(ge=_INT_MIN, le=_INT_MAX)]
 # Members as plain globals: an enum attribute lookup per frame is a measurable share.
 _OTHER: Final = LanguageCode.OTHER

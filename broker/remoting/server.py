@@ -87,7 +87,7 @@ class Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.remote_address = f"{peer[0]}:{peer[1]}" if peer else "?"
-        transport.set_write_buffer_limits(high=self.server.limits.write_buffer_high)
+        transport.set_write_buffer_limits(high=self.server.limits.write_buffer_high)  # type: ignore[attr-defined]
         self.last_activity = asyncio.get_running_loop().time()
         self.server._connection_made(self)
 

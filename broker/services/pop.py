@@ -212,15 +212,15 @@ class PopService:
                 if not record.order:
                     self.positions[base] = max(self.positions.get(base, 0), offset + 1)
         else:
-            item = self.in_flight.get((*base, record.offset))
-            if item is not None and (item.pop_time, item.invisible_ms) == (
+            found = self.in_flight.get((*base, record.offset))
+            if found is not None and (found.pop_time, found.invisible_ms) == (
                 record.pop_time,
                 record.invisible_ms,
             ):
-                del self.in_flight[item.key]
+                del self.in_flight[found.key]
                 if record.redeliver:
-                    self.attempts[item.key] = record.redeliver
-                elif item.order:
+                    self.attempts[found.key] = record.redeliver
+                elif found.order:
                     self._fifo_acked(base, record.offset)
 
     # -- pop ------------------------------------------------------------------------------
