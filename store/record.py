@@ -796,11 +796,13 @@ def _fields(
     ]
     values = prefix.unpack_from(view, position)[:-1]  # the body length is len(body)
     topic_start = topic_at + (1 if magic == MAGIC_V1 else 2)
-    return RecordFields(
-        *values,
-        bytes(view[body_at:topic_at]),
-        bytes(view[topic_start:props_at]),
-        bytes(view[props_at + 2 : props_at + 2 + props_len]),
+    return RecordFields._make(
+        (
+            *values,
+            bytes(view[body_at:topic_at]),
+            bytes(view[topic_start:props_at]),
+            bytes(view[props_at + 2 : props_at + 2 + props_len]),
+        )
     )
 
 
