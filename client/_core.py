@@ -245,6 +245,8 @@ class CoreClient:
         return self._core.instance_name
 
     async def start(self) -> None:
+        """Start the client (what that involves is the client's ``_start``); a second call
+        does nothing; ``ClientClosedError`` once the client is closed."""
         if self._closing:
             raise ClientClosedError(f"{self._kind} is closed")
         if self._started:
@@ -254,6 +256,8 @@ class CoreClient:
         await self._start()
 
     async def close(self) -> None:
+        """Stop the client's work, say goodbye to the brokers (the client's ``_close``), then
+        close every connection. A second call does nothing."""
         if self._closing:
             return
         self._closing = True
