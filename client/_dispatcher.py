@@ -239,8 +239,8 @@ class Dispatcher:
             elif not waiter.done():
                 waiter.set_result(ConsumeResult.SUCCESS)
             return
-        pq = queue_of(message.queue)
-        if pq is not None and message.queue_offset in pq.messages and not self.iterating:
+        owner = queue_of(message.queue)
+        if owner is not None and message.queue_offset in owner.messages and not self.iterating:
             self._poisoned.add(key)
 
     async def _inbox_listener(self, pq: ProcessQueue, message: ReceivedMessage) -> ConsumeResult:

@@ -54,9 +54,10 @@ class ProcessQueue:
     @property
     def span(self) -> int:
         """Offset distance between the first and last cached message."""
-        if not self.messages:
+        lowest = self._lowest()
+        if lowest is None:  # no message cached
             return 0
-        return next(reversed(self.messages)) - self._lowest()
+        return next(reversed(self.messages)) - lowest
 
     def _lowest(self) -> int | None:
         """The lowest cached offset, None when nothing is cached."""

@@ -88,7 +88,7 @@ _SEND_TEMPLATES_MAX: Final = 4096
 
 QueueSelector = Callable[[Sequence[MessageQueue], Message], MessageQueue]
 
-_STATUS_BY_CODE: Final = {
+_STATUS_BY_CODE: Final[dict[int, SendStatus]] = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
     ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
     ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
