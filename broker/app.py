@@ -141,7 +141,10 @@ class Broker(BrokerCore):
                 config.data_dir, config=store_config, clock_ms=self.clock_ms
             )
             config_dir = Path(config.data_dir) / "config"
-        log.info("%s: %s", config.broker_name, self.store.recovery_report.summary())
+        report = self.store.recovery_report
+        # Damage is quarantined and a torn tail cut: an operator should see either.
+        level = logging.WARNING if report.damaged or report.torn_tail else logging.INFO
+        log.log(level, "%s: %s", config.broker_name, report.summary())
         if (
             isinstance(self.clock, ManualClock)
             and self.store.last_store_timestamp > self.clock.now_ms()

@@ -52,6 +52,7 @@ from pocketmq.store.recovery import (
     DamagedRange,
     RecoveryReport,
     TornTail,
+    next_record_at,
     nonzero_extent,
     scan_records,
 )
@@ -343,39 +344,67 @@ class MessageStore:
                 if start + position >= redispatch_from:
                     pending.append(start + position)
 
-            records, scanned, stop = scan_records(
-                segment.view,
-                0,
-                base_offset=start,
-                check_crc=self.config.check_crc_on_recover,
-                on_record=collect,
-                record_crc_range=self.store_format.crc_range,
-            )
-            report.records_scanned += records
-            report.bytes_scanned += scanned
-            end_offset = start + stop.position
             name = str(paths.commitlog_segment(start))
+            position = 0
+            while True:
+                records, scanned, stop = scan_records(
+                    segment.view,
+                    position,
+                    base_offset=start,
+                    check_crc=self.config.check_crc_on_recover,
+                    on_record=collect,
+                    record_crc_range=self.store_format.crc_range,
+                )
+                report.records_scanned += records
+                report.bytes_scanned += scanned
+                # Zeros before the confirmed offset, or in a segment that is not the last, were
+                # written once: damage too, not the end of the log.
+                zeros_inside = stop.kind == "end" and (
+                    not last or start + stop.position < confirmed
+                )
+                if stop.kind != "damage" and not zeros_inside:
+                    break
+                resume = next_record_at(
+                    segment.view,
+                    stop.position,
+                    start,
+                    check_crc=self.config.check_crc_on_recover,
+                    record_crc_range=self.store_format.crc_range,
+                )
+                if resume is None:
+                    break
+                # Quarantine the bad bytes; every intact record after them stays readable.
+                reason = stop.reason or "zeros where records were written"
+                report.damaged.append(
+                    DamagedRange(name, start + stop.position, start + resume, reason)
+                )
+                position = resume
+            end_offset = start + stop.position
             if stop.kind in ("blank", "limit") and not last:
                 end_offset = start + segment.size
                 continue
-            if stop.kind == "damage" and not last:
-                damage = DamagedRange(
-                    name, start + stop.position, start + segment.size, stop.reason
-                )
-                report.damaged.append(damage)
-                end_offset = start + segment.size
-                continue
             if not last:
-                # Zeros where a record or filler should be: the segment was never finished.
-                damage = DamagedRange(
-                    name, start + stop.position, start + segment.size, "unfinished segment"
+                # Damage or zeros up to the end of a segment that is not the last.
+                reason = stop.reason or "unfinished segment"
+                report.damaged.append(
+                    DamagedRange(name, start + stop.position, start + segment.size, reason)
                 )
-                report.damaged.append(damage)
                 end_offset = start + segment.size
                 continue
-            if stop.kind == "damage":
+            if stop.kind == "damage" and abnormal and start + stop.position >= confirmed:
+                # Past the last durable write of a process that did not stop cleanly: the
+                # half-written tail a crash leaves. Cut it.
                 lost = nonzero_extent(segment.view, stop.position)
                 report.torn_tail = TornTail(name, stop.position, lost, stop.reason)
+            elif stop.kind == "damage" or start + stop.position < confirmed:
+                # Written and synced, or stopped cleanly: damage, not a torn tail. Quarantine it
+                # up to the last written byte (at least to the confirmed offset) and append
+                # after it; nothing is cut.
+                written = start + stop.position + nonzero_extent(segment.view, stop.position)
+                damage_end = max(written, min(confirmed, start + segment.size), end_offset + 1)
+                reason = stop.reason or "zeros where records were written"
+                report.damaged.append(DamagedRange(name, start + stop.position, damage_end, reason))
+                end_offset = damage_end
             break
         self.damaged = self._remember_damage(report)
         self.commitlog.set_end(end_offset)

@@ -3,12 +3,14 @@
 The scan checks every record it passes (magic, lengths, body CRC). What it finds:
 
 * the end of written data: zero bytes where the next record would start, in the last segment;
-* a torn tail: a record in the last segment that fails a check; everything from it on is cut,
-  and the report names the file, the valid size and the bytes lost;
-* damage in the middle of the log: a record that fails a check in a segment that is not the
-  last. The rest of that segment is reported as a damaged range and never served; the scan goes
-  on with the next segment (RocketMQ would cut everything after it, losing the later, intact
-  segments).
+* damage: a record that fails a check. The scan looks for the next intact record that names
+  itself (its PHYSICALOFFSET is where it lies: ``next_record_at``) and goes on from there; the
+  bytes in between are reported as a damaged range, quarantined (never served), and every
+  intact record after them stays readable. RocketMQ would cut everything after the damage;
+* a torn tail: only after an abnormal stop, damage in the last segment past the last durable
+  write (the checkpoint's confirmed offset) with no intact record after it: the bytes a crash
+  left half-written. Everything from it on is cut, and the report names the file, the valid
+  size and the bytes lost. After a clean stop nothing is ever cut.
 """
 
 from __future__ import annotations
@@ -28,13 +30,21 @@ from pocketmq.store.record import (
     CRC_PROPERTY_PREFIX,
     HOSTS_V6,
     MAGIC_V1,
+    MAGIC_V2,
     MIN_RECORD_SIZE,
     PHYSICAL_OFFSET_AT,
     SYSFLAG_AT,
     check_record,
 )
 
-__all__ = ["DamagedRange", "RecoveryReport", "ScanStop", "TornTail", "scan_records"]
+__all__ = [
+    "DamagedRange",
+    "RecoveryReport",
+    "ScanStop",
+    "TornTail",
+    "next_record_at",
+    "scan_records",
+]
 
 # The fast path's reads, at the offsets store.record defines (a property test pins the scan to
 # check_record).
@@ -217,6 +227,48 @@ def scan_records(
             on_record(position, size)
         records += 1
         position += size
+
+
+_MAGIC_BYTES = (MAGIC_V1.to_bytes(4, "big"), MAGIC_V2.to_bytes(4, "big"))
+
+
+def next_record_at(
+    view: memoryview,
+    position: int,
+    base_offset: int,
+    *,
+    check_crc: bool = True,
+    record_crc_range: tuple[int, int] | None = None,
+) -> int | None:
+    """Where the scan of a segment goes on after damage at ``position``: the first position
+    after it where an intact record starts whose PHYSICALOFFSET names that very place (a record
+    that only looks intact, inside another one's body, names another offset). None when no
+    record follows in the segment."""
+    owner = view.obj
+    data = owner if hasattr(owner, "find") and len(owner) == len(view) else bytes(view)  # type: ignore[arg-type]
+    limit = len(view)
+    low, high = record_crc_range or (0, 0)
+    search = position + 1
+    while True:
+        hits = [hit for hit in (data.find(m, search + 4, limit) for m in _MAGIC_BYTES) if hit >= 0]
+        if not hits:
+            return None
+        candidate = min(hits) - 4
+        search = candidate + 1
+        if candidate + PHYSICAL_OFFSET_AT + 8 > limit:
+            continue
+        if _Q.unpack_from(view, candidate + PHYSICAL_OFFSET_AT)[0] != base_offset + candidate:
+            continue
+        try:
+            check_record(
+                view,
+                candidate,
+                check_crc=check_crc,
+                require_record_crc=low <= base_offset + candidate < high,
+            )
+        except CorruptRecordError:
+            continue
+        return candidate
 
 
 def iter_records(

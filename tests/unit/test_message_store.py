@@ -182,25 +182,60 @@ def test_abort_file_marks_an_abnormal_start(tmp_path: Path) -> None:
 
 
 def test_torn_tail_is_cut_and_reported(tmp_path: Path) -> None:
+    """A crash with the last record half-written past the last durable write: only that tail
+    is cut."""
+    root = tmp_path / "s"
+    store = MessageStore.open(root, config=SMALL)
+    offsets = [put(store, i) for i in range(10)]
+    store.flush_all()  # the checkpoint confirms records 0-9
+    offsets.append(put(store, 10))
+    end = store.max_physical_offset
+    store.crash_for_test()  # abort stays: an abnormal stop
+    segment = root / "commitlog" / f"{0:020d}"
+    with open(segment, "r+b") as handle:
+        handle.seek(offsets[10] + 90)
+        handle.write(b"\xff\xff")  # inside the body of the record written after the checkpoint
+    with MessageStore.open(root, config=SMALL) as store:
+        torn = store.recovery_report.torn_tail
+        assert torn is not None and torn.valid_size == offsets[10] and "CRC" in torn.reason
+        assert torn.bytes_lost == end - offsets[10]
+        assert store.recovery_report.damaged == []
+        assert store.max_physical_offset == offsets[10]
+        assert store.max_offset("T", 0) == 10
+        assert store.query_by_key("T", "k10") == []
+        assert put(store, 99) == offsets[10]  # appending resumes where the valid data ends
+    with MessageStore.open(root, config=SMALL) as store:
+        assert store.recovery_report.torn_tail is None
+        assert store.read(offsets[10]).unique_key == "U00000099"
+
+
+def test_damage_after_a_clean_stop_is_quarantined_and_nothing_after_it_is_lost(
+    tmp_path: Path,
+) -> None:
+    """One flipped body byte in the last segment of a cleanly stopped store: that record is
+    quarantined (reported, never served) and every record after it stays readable."""
     root = tmp_path / "s"
     with MessageStore.open(root, config=SMALL) as store:
         offsets = [put(store, i) for i in range(10)]
         end = store.max_physical_offset
-    segment = root / "commitlog" / f"{0:020d}"
-    with open(segment, "r+b") as handle:
+    with open(root / "commitlog" / f"{0:020d}", "r+b") as handle:
         handle.seek(offsets[7] + 90)
-        handle.write(b"\xff\xff")  # inside record 7's body
+        handle.write(b"\xff\xff")
+    for _ in range(2):  # and again at the next open: the quarantine is remembered
+        with MessageStore.open(root, config=SMALL) as store:
+            report = store.recovery_report
+            assert report.torn_tail is None
+            [damage] = report.damaged
+            assert (damage.start_offset, damage.end_offset) == (offsets[7], offsets[8])
+            assert "CRC" in damage.reason
+            assert store.max_physical_offset == end
+            served = [q for q, _, _ in store.get_messages("T", 0, 0, 32).messages]
+            assert served == [0, 1, 2, 3, 4, 5, 6, 8, 9]
+            assert store.read(offsets[9]).unique_key == "U00000009"
+            with pytest.raises(CorruptRecordError):
+                store.read(offsets[7])
     with MessageStore.open(root, config=SMALL) as store:
-        torn = store.recovery_report.torn_tail
-        assert torn is not None and torn.valid_size == offsets[7] and "CRC" in torn.reason
-        assert torn.bytes_lost == end - offsets[7]
-        assert store.max_physical_offset == offsets[7]
-        assert store.max_offset("T", 0) == 7
-        assert store.query_by_key("T", "k8") == []
-        assert put(store, 99) == offsets[7]  # appending resumes where the valid data ends
-    with MessageStore.open(root, config=SMALL) as store:
-        assert store.recovery_report.torn_tail is None
-        assert store.read(offsets[7]).unique_key == "U00000099"
+        assert put(store, 10) == end  # appending goes on after the last record
 
 
 def damage_the_third_of_nine(root: Path, config: StoreConfig) -> list[int]:
@@ -225,16 +260,18 @@ def test_damage_in_an_older_segment_is_reported_and_never_served(tmp_path: Path)
     with MessageStore.open(root, config=config) as store:
         report = store.recovery_report
         assert report.torn_tail is None
-        assert len(report.damaged) == 1 and report.damaged[0].start_offset == offsets[2]
+        [damage] = report.damaged  # the bad record only: the scan goes on at the next one
+        assert (damage.start_offset, damage.end_offset) == (offsets[2], offsets[3])
         assert "DAMAGED" in report.summary()
         with pytest.raises(CorruptRecordError):
-            store.read(offsets[3])
+            store.read(offsets[2])
+        assert store.read(offsets[3]).body == bytes([3]) * 1_000_000
         served, offset = [], 0
         while offset < store.max_offset("T", 0):
             result = store.get_messages("T", 0, offset, 32)
             served += [p for _, p, _ in result.messages]
             offset = result.next_offset
-        assert served == [offsets[0], offsets[1], *offsets[4:]]
+        assert served == [offsets[0], offsets[1], *offsets[3:]]
         assert store.read(offsets[8]).body == bytes([8]) * 1_000_000
 
 
@@ -345,4 +382,5 @@ def test_damage_found_once_is_reported_by_every_later_recovery(tmp_path: Path) -
     with MessageStore.open(root, config=tail) as store:  # tail mode does not rescan segment 0
         assert [d.start_offset for d in store.recovery_report.damaged] == [offsets[1]]
         with pytest.raises(CorruptRecordError, match="damaged range"):
-            store.read(offsets[2])
+            store.read(offsets[1])
+        assert store.read(offsets[2]).body == bytes([2]) * 1_000_000  # the next one is intact
