@@ -59,6 +59,14 @@ def store_inspect(args: argparse.Namespace) -> int:
         shown += 1
         change = states.change_of(item.physical_offset)
         state = change.state if change else MessageState.AVAILABLE
+        problems = [item.problem] if item.problem else []
+        try:
+            offset_msg_id: str | None = offset_msg_id_from_packed(
+                record.store_host.address, record.store_host.port, item.physical_offset
+            )
+        except ValueError as error:  # a store host that no offset message ID can carry
+            offset_msg_id = None
+            problems.append(f"no offset message ID: {error}")
         if args.json:
             row = {
                 "physical_offset": item.physical_offset,
@@ -69,9 +77,7 @@ def store_inspect(args: argparse.Namespace) -> int:
                 "tags": record.tags,
                 "keys": record.keys,
                 "unique_key": record.unique_key,
-                "offset_msg_id": offset_msg_id_from_packed(
-                    record.store_host.address, record.store_host.port, item.physical_offset
-                ),
+                "offset_msg_id": offset_msg_id,
                 "born_timestamp": record.born_timestamp,
                 "store_timestamp": record.store_timestamp,
                 "born_host": str(record.born_host),
@@ -84,6 +90,7 @@ def store_inspect(args: argparse.Namespace) -> int:
                 "body_size": len(record.body),
                 "body_preview": _preview(record.body),
                 "segment": item.segment.path.name,
+                "problems": problems,
             }
             out.write(json.dumps(row) + "\n")
         else:
@@ -93,7 +100,9 @@ def store_inspect(args: argparse.Namespace) -> int:
                 f"keys={','.join(record.keys) or '-'} uniq={record.unique_key or '-'} "
                 f"born={iso_ms(record.born_timestamp)} stored={iso_ms(record.store_timestamp)} "
                 f"crc={'ok' if item.crc_ok else 'BAD'} state={state.label} "
-                f"body={_preview(record.body)!r}\n"
+                f"body={_preview(record.body)!r}"
+                + "".join(f" PROBLEM={p!r}" for p in problems)
+                + "\n"
             )
         if args.limit is not None and shown >= args.limit:
             break  # stop before reading (and judging) the next record
@@ -103,6 +112,7 @@ def store_inspect(args: argparse.Namespace) -> int:
         "records": summary.records,
         "bytes": summary.bytes,
         "bad_records": summary.bad_crc,
+        "undecodable_records": summary.undecodable,
         "torn_tail": summary.torn_tail,
         "torn_tail_bytes": summary.torn_tail_bytes,
         "damaged": summary.damaged,
@@ -121,13 +131,14 @@ def store_inspect(args: argparse.Namespace) -> int:
         )
         out.write(
             f"-- {read}, {summary.bytes} bytes, {summary.bad_crc} bad records, "
-            f"torn tail: {summary.torn_tail or 'none'}"
+            + (f"{summary.undecodable} not UTF-8, " if summary.undecodable else "")
+            + f"torn tail: {summary.torn_tail or 'none'}"
             + "".join(f"\n-- DAMAGED: {d}" for d in summary.damaged)
             + "".join(f"\n-- not a segment: {f}" for f in summary.foreign_files)
             + "\n"
         )
     # A limit stops the walk early, so only what was walked is judged.
-    damaged = summary.bad_crc or summary.torn_tail or summary.damaged
+    damaged = summary.bad_crc or summary.undecodable or summary.torn_tail or summary.damaged
     return 1 if damaged else 0
 
 

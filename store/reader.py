@@ -90,6 +90,9 @@ class ReadRecord:
     record: MessageRecord
     crc_ok: bool
     segment: SegmentFile
+    # Why the record could only be shown in part (text that is not UTF-8, shown with U+FFFD);
+    # None when it decoded as written.
+    problem: str | None = None
 
 
 @dataclass(slots=True)
@@ -97,6 +100,7 @@ class ScanSummary:
     records: int = 0
     bytes: int = 0
     bad_crc: int = 0
+    undecodable: int = 0  # records whose topic or properties are not UTF-8
     torn_tail: str | None = None  # "file at position: reason, N bytes after it"
     torn_tail_bytes: int = 0
     damaged: list[str] = field(default_factory=list)
@@ -164,13 +168,19 @@ class StoreReader:
                 return  # END-OF-FILE filler
             offset = segment.start_offset + position
             if offset >= from_offset:
-                record = decode_record(view, position, check_crc=False)
+                problem = None
+                try:
+                    record = decode_record(view, position, check_crc=False)
+                except CorruptRecordError as error:  # text that is not UTF-8: show it anyway
+                    problem = error.reason
+                    record = decode_record(view, position, check_crc=False, text_errors="replace")
+                    summary.undecodable += 1
                 crc_ok = _crc_ok(view, position, self.store_format.requires_crc(offset))
                 summary.records += 1
                 summary.bytes += size
                 if not crc_ok:
                     summary.bad_crc += 1
-                yield ReadRecord(offset, size, record, crc_ok, segment)
+                yield ReadRecord(offset, size, record, crc_ok, segment, problem)
             position += size
 
     @staticmethod

@@ -825,8 +825,11 @@ def decode_record(
     *,
     check_crc: bool = True,
     require_record_crc: bool = False,
+    text_errors: str = "strict",
 ) -> MessageRecord:
-    """Decode the whole record at ``position``; checks structure (and CRC unless told not to)."""
+    """Decode the whole record at ``position``; checks structure (and CRC unless told not to).
+    Topic and properties that are not UTF-8 raise, unless ``text_errors`` names another
+    handler (``"replace"``: tools that show a damaged record rather than stop at it)."""
     try:
         parts = _parts(view, position)
     except _Fault as fault:
@@ -837,8 +840,8 @@ def decode_record(
         _check_crc(view, position, parts, require_record_crc)
     fields = _fields(view, position, parts)
     try:
-        topic = fields.topic.decode("utf-8")
-        properties = decode_properties(fields.properties.decode("utf-8"))
+        topic = fields.topic.decode("utf-8", text_errors)
+        properties = decode_properties(fields.properties.decode("utf-8", text_errors))
     except UnicodeDecodeError as error:
         raise CorruptRecordError(
             f"topic or properties are not UTF-8: {error}", offset=position

@@ -347,3 +347,45 @@ def test_a_poison_reason_reaches_dlq_list_and_msg_show(standalone: Standalone) -
         "dead_letter_reason  dead-lettered to %DLQ%payload-readers by the consumer: bad payload"
         in listed.stdout
     )
+
+
+def _patch_first_record(root: Path, find: bytes, replace: bytes) -> None:
+    segment = root / "commitlog" / f"{0:020d}"
+    data = segment.read_bytes()
+    assert find in data
+    segment.write_bytes(data.replace(find, replace, 1))
+
+
+def test_store_inspect_reports_a_record_it_cannot_decode_and_goes_on(tmp_path: Path) -> None:
+    from pocketmq.store.message_store import MessageStore, PutMessage
+    from pocketmq.store.record import Host
+
+    with MessageStore.open(tmp_path) as store:
+        store.put(PutMessage(topic="T", body=b"one", properties={"KEYS": "key-1"}))
+        store.put(PutMessage(topic="T", body=b"two", properties={"KEYS": "key-2"}))
+        store.put(
+            PutMessage(topic="T", body=b"three", born_host=Host(b"\x7f\x00\x00\x01", 1))
+        )
+    _patch_first_record(tmp_path, b"key-1", b"key\xff1")  # properties that are not UTF-8
+    done = pocketmq("store", "inspect", str(tmp_path), "--json")
+    assert done.returncode == 1  # damage read: status 1, and every record still listed
+    *rows, summary = map(json.loads, done.stdout.splitlines())
+    assert [row["body_preview"] for row in rows] == ["one", "two", "three"]
+    assert "not UTF-8" in rows[0]["problems"][0] and rows[1]["problems"] == []
+    assert summary["summary"]["undecodable_records"] == 1
+    text = pocketmq("store", "inspect", str(tmp_path))
+    assert "PROBLEM=" in text.stdout and "1 not UTF-8" in text.stdout
+
+
+def test_store_inspect_of_a_store_host_no_offset_id_can_carry(tmp_path: Path) -> None:
+    from pocketmq.store.config import StoreConfig
+    from pocketmq.store.message_store import MessageStore, PutMessage
+    from pocketmq.store.record import Host
+
+    config = StoreConfig(store_host=Host(b"\x7f\x00\x00\x01", 70000))  # a port over 65535
+    with MessageStore.open(tmp_path, config=config) as store:
+        store.put(PutMessage(topic="T", body=b"one"))
+    done = pocketmq("store", "inspect", str(tmp_path), "--json")
+    [row, _summary] = map(json.loads, done.stdout.splitlines())
+    assert row["offset_msg_id"] is None and "port out of range" in row["problems"][0]
+    assert row["body_preview"] == "one"
