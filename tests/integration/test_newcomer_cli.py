@@ -363,9 +363,7 @@ def test_store_inspect_reports_a_record_it_cannot_decode_and_goes_on(tmp_path: P
     with MessageStore.open(tmp_path) as store:
         store.put(PutMessage(topic="T", body=b"one", properties={"KEYS": "key-1"}))
         store.put(PutMessage(topic="T", body=b"two", properties={"KEYS": "key-2"}))
-        store.put(
-            PutMessage(topic="T", body=b"three", born_host=Host(b"\x7f\x00\x00\x01", 1))
-        )
+        store.put(PutMessage(topic="T", body=b"three", born_host=Host(b"\x7f\x00\x00\x01", 1)))
     _patch_first_record(tmp_path, b"key-1", b"key\xff1")  # properties that are not UTF-8
     done = pocketmq("store", "inspect", str(tmp_path), "--json")
     assert done.returncode == 1  # damage read: status 1, and every record still listed
