@@ -19,13 +19,15 @@ __all__ = ["broker", "namesrv", "standalone"]
 def _run(coroutine_factory: Callable[[], Coroutine[Any, Any, None]]) -> int:
     import uvloop  # the event loop of the servers; library code never imports it
 
+    from pocketmq.broker.services.persist import ConfigFileError
     from pocketmq.store.errors import StoreError
 
     try:
         with contextlib.suppress(KeyboardInterrupt):
             uvloop.run(coroutine_factory())
-    except (StoreError, OSError) as error:
-        # A locked or unreadable store, a port in use, a full disk: say it in one line.
+    except (StoreError, OSError, ConfigFileError) as error:
+        # A locked or unreadable store, a damaged config file, a port in use, a full disk:
+        # say it in one line.
         print(f"pocketmq: cannot start: {error}", file=sys.stderr)
         return 1
     return 0

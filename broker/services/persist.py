@@ -1,43 +1,159 @@
-"""Small JSON files under ``config/`` (RocketMQ's ConfigManager): written atomically."""
+"""Small JSON files under ``config/`` (RocketMQ's ConfigManager): topics, groups, consumer
+offsets, delay-level progress, the timer's low-water mark.
+
+Damage is never read as an empty table:
+
+* **A checksum.** Each file pocketmq writes ends with one more key, ``"pocketmqCrc32"``: the
+  CRC-32 of the file as it would be without that key. RocketMQ's readers (fastjson) ignore an
+  unknown key. A changed digit (a consumer offset moved) no longer passes as data. A file with
+  no such key (RocketMQ's own, or one written by hand) is read without the check; to accept a
+  file edited by hand, delete that key.
+* **A key that is not there.** A file with a key the table does not know that is nearly the
+  name of one it knows but misses (one flipped letter in ``offsetTable``) is damage, not an
+  empty table; other unknown keys (newer RocketMQ versions add some) are ignored.
+* **A backup.** Each save keeps the previous file as ``<name>.bak``, and the new file replaces
+  it atomically (written to ``.tmp``, fsynced, renamed). A damaged file is set aside as
+  ``.corrupt`` and the backup is read instead, with an ERROR in the log. With no usable backup,
+  the broker refuses to start (``ConfigFileError``) rather than start empty and overwrite the
+  file at the next save.
+"""
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
+import zlib
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import msgspec
 
-__all__ = ["load_json", "save_json"]
+__all__ = ["ConfigFileError", "load_json", "save_json"]
 
 log = logging.getLogger("pocketmq.broker")
 
 T = TypeVar("T")
 
+_CRC_KEY = b',"pocketmqCrc32":'
 
-def load_json(path: Path | None, type_: type[T], default: T) -> T:
-    """The file decoded as ``type_``; ``default`` when absent. A damaged file is kept aside
-    (``.corrupt``) and reported, never silently dropped."""
-    if path is None or not path.exists():
-        return default
+
+class ConfigFileError(ValueError):
+    """A config file (and its backup) is damaged; the broker does not start on it."""
+
+
+class _Damaged(Exception):
+    pass
+
+
+def _with_checksum(body: bytes) -> bytes:
+    if len(body) < 3 or not body.startswith(b"{") or not body.endswith(b"}"):
+        return body  # not an object with keys: nothing to add a key to
+    return body[:-1] + _CRC_KEY + str(zlib.crc32(body)).encode() + b"}"
+
+
+def _check_checksum(data: bytes) -> None:
+    at = data.rfind(_CRC_KEY)
+    if at < 0:
+        return  # RocketMQ's own file, or one written by hand
+    tail = data[at + len(_CRC_KEY) :].strip()
+    if not tail.endswith(b"}") or not tail[:-1].strip().isdigit():
+        raise _Damaged("its pocketmqCrc32 key is not the last one or not a number")
+    stored = int(tail[:-1])
+    actual = zlib.crc32(data[:at] + b"}")
+    if stored != actual:
+        raise _Damaged(
+            f"checksum mismatch (pocketmqCrc32 {stored}, content {actual}): changed since "
+            "pocketmq wrote it; if it was edited on purpose, delete the pocketmqCrc32 key"
+        )
+
+
+def _check_keys(raw: Any, type_: type[Any]) -> None:
+    if not isinstance(raw, dict):
+        raise _Damaged(f"expected a JSON object, found {type(raw).__name__}")
+    known = {f.encode_name for f in msgspec.structs.fields(type_)}
+    present = set(raw) - {"pocketmqCrc32"}
+    missing = sorted(known - present)
+    for key in sorted(present - known):
+        close = difflib.get_close_matches(key, missing, n=1, cutoff=0.8)
+        if close:
+            raise _Damaged(
+                f"key {key!r} is not known, and {close[0]!r} is missing: a damaged key "
+                "(read as it is, the table would be empty)"
+            )
+
+
+def _read(path: Path, type_: type[T]) -> T:
     data = path.read_bytes()
+    _check_checksum(data)
     try:
+        _check_keys(msgspec.json.decode(data), type_)
         return msgspec.json.decode(data, type=type_)
     except (msgspec.DecodeError, msgspec.ValidationError) as error:
+        raise _Damaged(str(error)) from None
+
+
+def load_json(path: Path | None, type_: type[T], default: T) -> T:
+    """The file decoded as ``type_``; ``default`` when neither it nor its backup exists. A
+    damaged file is set aside and its backup read; ``ConfigFileError`` when there is none."""
+    if path is None:
+        return default
+    backup = path.with_name(path.name + ".bak")
+    if not path.exists():
+        if not backup.exists():
+            return default
+        # A crash between keeping the backup and renaming the new file in: the backup is the
+        # last complete save.
+        try:
+            value = _read(backup, type_)
+        except _Damaged as error:
+            raise ConfigFileError(
+                f"{path} is missing and its backup {backup} is damaged: {error}"
+            ) from None
+        log.warning("%s is missing; read its backup %s (the save before)", path, backup)
+        return value
+    try:
+        return _read(path, type_)
+    except _Damaged as error:
         aside = path.with_name(path.name + ".corrupt")
         path.replace(aside)
-        log.error("%s is not valid (%s); moved to %s, starting empty", path, error, aside)
-        return default
+        if backup.exists():
+            try:
+                value = _read(backup, type_)
+            except _Damaged as backup_error:
+                raise ConfigFileError(
+                    f"{path} is damaged ({error}; kept as {aside}) and so is its backup "
+                    f"{backup} ({backup_error}); the broker does not start on a damaged table"
+                ) from None
+            log.error(
+                "%s is damaged (%s); kept as %s, read its backup %s (the save before)",
+                path,
+                error,
+                aside,
+                backup,
+            )
+            return value
+        raise ConfigFileError(
+            f"{path} is damaged ({error}; kept as {aside}) and has no backup; the broker does "
+            "not start on a damaged table (fix the file, or remove it to start empty)"
+        ) from None
 
 
 def save_json(path: Path | None, value: object) -> None:
+    """Write atomically, with a checksum; the previous file becomes ``<name>.bak``."""
     if path is None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(path.name + ".tmp")
     with open(temp, "wb") as handle:
-        handle.write(msgspec.json.encode(value))
+        handle.write(_with_checksum(msgspec.json.encode(value)))
         handle.flush()
         os.fsync(handle.fileno())  # never an empty file after a power loss
-    temp.replace(path)
+    if path.exists():
+        os.replace(path, path.with_name(path.name + ".bak"))
+    os.replace(temp, path)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)  # the renames themselves survive a power loss
+    finally:
+        os.close(directory)

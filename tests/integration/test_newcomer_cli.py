@@ -387,3 +387,14 @@ def test_store_inspect_of_a_store_host_no_offset_id_can_carry(tmp_path: Path) ->
     [row, _summary] = map(json.loads, done.stdout.splitlines())
     assert row["offset_msg_id"] is None and "port out of range" in row["problems"][0]
     assert row["body_preview"] == "one"
+
+
+def test_a_damaged_config_file_with_no_backup_stops_the_start_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "consumerOffset.json").write_text('{"offsetTablf":{"T@g":{"0":3}}}')
+    done = pocketmq(
+        "standalone", "--data", str(tmp_path), "--no-grpc", "--port", "0", "--namesrv-port", "0"
+    )
+    assert done.returncode == 1
+    line = done.stderr.strip().splitlines()[-1]  # after the server's INFO log lines
+    assert line.startswith("pocketmq: cannot start: ") and "consumerOffset.json is damaged" in line
