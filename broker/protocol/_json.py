@@ -76,6 +76,8 @@ def decode_json(data: bytes | bytearray | memoryview | str, type_: type[T]) -> T
         return msgspec.json.decode(data, type=type_)
     except (msgspec.DecodeError, UnicodeDecodeError):
         pass
+    except RecursionError:  # msgspec's answer to nesting deeper than the interpreter allows
+        raise LenientJSONError("nesting too deep", 0) from None
     return msgspec.convert(loads_lenient(data), type_, strict=False)
 
 

@@ -60,6 +60,25 @@ def test_a_header_that_is_not_json_closes_the_connection(broker: Process) -> Non
         assert bad.closed_by_peer()
 
 
+@pytest.mark.parametrize(
+    "header",
+    [
+        # 16 MiB would block a pure-Python reader for seconds; refused unread past 64 KiB
+        b"{code:'10',extFields:{'k':'" + b"v" * (1024 * 1024) + b"'}}",
+        b'{"code":10,"extFields":{"k":' + b"[" * 100_000 + b"]" * 100_000 + b"}}",
+    ],
+    ids=["huge-lenient-header", "deeply-nested-header"],
+)
+def test_a_header_too_big_to_read_leniently_or_too_deep_closes_only_that_connection(
+    broker: Process, header: bytes
+) -> None:
+    with RawClient(broker.address) as bystander, RawClient(broker.address) as bad:
+        bad.send_bytes(struct.pack(">ii", 4 + len(header), len(header)) + header)
+        assert bad.closed_by_peer()
+        assert bystander.send_message("Bystander", b"still fine").code == ResponseCode.SUCCESS
+    assert "Traceback" not in broker.log_tail(200)
+
+
 def test_unknown_request_code(broker: Process) -> None:
     with RawClient(broker.address) as client:
         response = client.call(RemotingCommand(code=4242))

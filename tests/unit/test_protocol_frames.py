@@ -292,6 +292,27 @@ def test_lenient_json_headers(header: bytes, expected: RemotingCommand) -> None:
     assert decode_one(frame(header)) == expected
 
 
+def test_a_huge_header_that_is_not_standard_json_is_refused_not_parsed() -> None:
+    from pocketmq.broker.protocol.frames import LENIENT_HEADER_MAX
+
+    small = b"{code:'10',extFields:{'k':'" + b"v" * 1000 + b"'}}"
+    assert decode_one(frame(small)).ext_fields == {"k": "v" * 1000}
+    huge = b"{code:'10',extFields:{'k':'" + b"v" * LENIENT_HEADER_MAX + b"'}}"
+    with pytest.raises(MalformedFrameError, match="not standard JSON"):
+        decode_one(frame(huge))
+    # standard JSON of any size still goes to the fast reader
+    standard = b'{"code":10,"extFields":{"k":"' + b"v" * LENIENT_HEADER_MAX + b'"}}'
+    assert decode_one(frame(standard)).code == 10
+
+
+@pytest.mark.parametrize("opening", [b"[", b'{"a":'])
+def test_a_header_nested_too_deeply_is_a_malformed_frame(opening: bytes) -> None:
+    closing = b"]" if opening == b"[" else b"}"
+    header = b'{"code":10,"extFields":{"k":' + opening * 50_000 + b"1" + closing * 50_000 + b"}}"
+    with pytest.raises(MalformedFrameError):
+        decode_one(frame(header))
+
+
 def test_encoded_json_escapes_control_characters() -> None:
     data = encode_frame(RemotingCommand(code=310, ext_fields={"i": "TAGS\x01TAG\x02"}))
     assert b'"i":"TAGS\\u0001TAG\\u0002"' in data
