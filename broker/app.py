@@ -275,9 +275,30 @@ class Broker(BrokerCore):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(registered.wait(), 5.0)
         self._started = True
+        self._say_who_may_connect()
         log.info(
             "broker %s ready on %s (flush %s)", config.broker_name, config.address, config.flush
         )
+
+    def _say_who_may_connect(self) -> None:
+        """pocketmq has no ACL on the remoting protocol yet: say so at start, plainly."""
+        config = self.config
+        loopback = config.host in ("127.0.0.1", "::1", "localhost")
+        if config.access_keys:
+            log.warning(
+                "access keys protect the gRPC front only: the remoting port %s (and the name "
+                "server) accept every client, admin requests included%s",
+                config.address,
+                "" if loopback else "; it listens beyond this machine",
+            )
+        elif not loopback:
+            log.warning(
+                "no access control, listening on %s: anyone who can reach it may send, consume "
+                "and administer this broker",
+                config.address,
+            )
+        else:
+            log.info("no access control: open to every client on this machine (%s)", config.address)
 
     async def close(self) -> None:
         if not self._started:

@@ -398,3 +398,19 @@ def test_a_damaged_config_file_with_no_backup_stops_the_start_in_one_line(tmp_pa
     assert done.returncode == 1
     line = done.stderr.strip().splitlines()[-1]  # after the server's INFO log lines
     assert line.startswith("pocketmq: cannot start: ") and "consumerOffset.json is damaged" in line
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        ((), "INFO pocketmq.broker: no access control: open to every client on this machine"),
+        (
+            ("--access-key", "ak", "--secret-key", "sk"),
+            "WARNING pocketmq.broker: access keys protect the gRPC front only",
+        ),
+    ],
+)
+def test_the_broker_says_at_start_who_may_connect(args: tuple[str, ...], said: str) -> None:
+    server = Standalone(*args)
+    err = server.stop()
+    assert said in err and "Traceback" not in err
