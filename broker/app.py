@@ -217,9 +217,7 @@ class Broker(BrokerCore):
             topics=self.topics,
             writer=self.writer,
             retry=self.retry,
-            permission=lambda: config.broker_permission,
-            address=config.address,
-            batch_size_max=config.batch_size_max,
+            config=config,
         )
         self.pop = PopService(
             store=self.store,

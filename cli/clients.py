@@ -102,7 +102,7 @@ def _body_text(message: dict[str, Any]) -> str:
     text = message.get("body")
     if text is None:
         return repr(base64.b64decode(message.get("body_base64") or b""))
-    if text.isprintable() or all(c.isprintable() or c in "\n\r\t" for c in text):
+    if all(c.isprintable() or c in "\n\r\t" for c in text):
         return repr(text)
     return repr(text.encode())
 

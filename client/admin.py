@@ -477,14 +477,11 @@ class Admin(CoreClient):
             raise ClientUsageError("ids: name at least one message, or pass None for all")
         fields = {"action": "resend", "group": group, "ids": ",".join(ids or [])}
         outcomes = await self._json_from_each(RequestCode.POCKETMQ_DLQ, fields, broker)
-        found = {o["msg_id"] for o in outcomes if o["outcome"] != _NOT_IN_DLQ}
-        found |= {o.get("origin_message_id") for o in outcomes if o["outcome"] != _NOT_IN_DLQ}
-        missing: list[dict[str, Any]] = []
-        for outcome in outcomes:
-            if outcome["outcome"] == _NOT_IN_DLQ:
-                if outcome["msg_id"] not in found and outcome not in missing:
-                    missing.append(outcome)
-        return [o for o in outcomes if o["outcome"] != _NOT_IN_DLQ] + missing
+        # Each broker says "not found" of the ids it lacks: keep that only where none had it.
+        done = [o for o in outcomes if o["outcome"] != _NOT_IN_DLQ]
+        found = {o["msg_id"] for o in done} | {o.get("origin_message_id") for o in done}
+        missing = {o["msg_id"]: o for o in outcomes if o["outcome"] == _NOT_IN_DLQ}
+        return done + [o for key, o in missing.items() if key not in found]
 
     async def transactions(self, *, broker: str | None = None) -> list[dict[str, Any]]:
         """Pending transactions (POCKETMQ_TX, 9004): ``transaction_id``, ``producer_group``,

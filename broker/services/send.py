@@ -10,8 +10,8 @@ message type and never creates one (RocketMQ's proxy), and each picks its queue 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
 
+from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.errors import BrokerError, Kind, from_store_error
 from pocketmq.broker.services.retry import RetryService
 from pocketmq.broker.services.topics import (
@@ -40,17 +40,14 @@ class SendService:
         topics: TopicManager,
         writer: MessageWriter,
         retry: RetryService,
-        permission: Callable[[], int],
-        address: str,
-        batch_size_max: int,
+        config: BrokerConfig,
     ) -> None:
         self.store = store
         self.topics = topics
         self.writer = writer
         self.retry = retry
-        self.permission = permission  # the broker's permission now (it may change at run time)
-        self.address = address
-        self.batch_size_max = batch_size_max
+        # read at each send: the broker's permission may change while it runs
+        self.config = config
         self._sendable_names: set[str] = set()
 
     # -- checks -----------------------------------------------------------------------------
@@ -66,9 +63,9 @@ class SendService:
             if len(self._sendable_names) >= _SENDABLE_NAMES_MAX:
                 self._sendable_names.clear()
             self._sendable_names.add(topic)
-        if not self.permission() & PERM_WRITE:
+        if not self.config.broker_permission & PERM_WRITE:
             raise BrokerError(
-                Kind.FORBIDDEN, f"the broker[{self.address}] sending message is forbidden"
+                Kind.FORBIDDEN, f"the broker[{self.config.address}] sending message is forbidden"
             )
 
     def check_writable(self, config: TopicConfig) -> None:
@@ -126,8 +123,8 @@ class SendService:
         """A batch of ``size`` bytes may be sent to ``topic`` (before it is decoded)."""
         if topic.startswith("%RETRY%"):
             raise BrokerError(Kind.MESSAGE_ILLEGAL, "batch request does not support retry group")
-        if size > self.batch_size_max:
+        if size > self.config.batch_size_max:
             raise BrokerError(
                 Kind.MESSAGE_ILLEGAL,
-                f"batch of {size} bytes is over batch_size_max {self.batch_size_max}",
+                f"batch of {size} bytes is over batch_size_max {self.config.batch_size_max}",
             )

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from pocketmq.broker.errors import BrokerError
 from pocketmq.broker.services.schedule import ScheduleService
-from pocketmq.broker.services.timer import TimerService
+from pocketmq.broker.services.timer import TIMER_PROPERTIES, TimerService
 from pocketmq.broker.services.transactions import TransactionService
 from pocketmq.store.errors import StoreError
 from pocketmq.store.message_store import MessageStore, PutMessage, PutResult
@@ -26,8 +26,7 @@ log = logging.getLogger("pocketmq.broker")
 
 _TX_MASK = int(SysFlag.TRANSACTION_MASK)
 # What makes a put more than a store.put: a delay level or a timer property.
-_SPECIAL_PROPERTIES = frozenset(("DELAY", "TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS"))
-_TIMER_PROPERTIES = ("TIMER_DELIVER_MS", "TIMER_DELAY_SEC", "TIMER_DELAY_MS")
+_SPECIAL_PROPERTIES = frozenset(("DELAY", *TIMER_PROPERTIES))
 
 
 class MessageWriter:
@@ -78,7 +77,7 @@ class MessageWriter:
         if tx_type in (SysFlag.TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE):
             if level:
                 # A delay level wins over the timer properties, which are dropped (HookUtils).
-                for name in _TIMER_PROPERTIES:
+                for name in TIMER_PROPERTIES:
                     properties.pop(name, None)
                 result = self.store.put(schedule.transform(message, properties, level))
                 schedule.stored(level, result.physical_offset, result.store_timestamp)
