@@ -42,7 +42,7 @@ from ._push_common import (
     wait_event,
 )
 from .connection import make_request
-from .errors import ClientError
+from .errors import ClientError, CorruptMessageError
 from .message import MessageQueue, ReceivedMessage
 from .offset_store import OffsetStore
 
@@ -200,11 +200,31 @@ class Fetcher:
             moved = self._on_offset_moved(pq, header.next_begin_offset)
             self._core.spawn(moved, name="offset-moved")
             return None
-        pq.next_offset = header.next_begin_offset
+        next_offset = header.next_begin_offset
+        delay = 0.0
         messages: list[ReceivedMessage] = []
         if code == ResponseCode.SUCCESS and response.body:
-            views = ReceivedMessage.from_records(response.body, pq.mq)
+            try:
+                views = ReceivedMessage.from_records(
+                    response.body, pq.mq, check_crc=options.check_crc
+                )
+            except CorruptMessageError as error:
+                # The good ones before the bad record go on; the bad one is pulled again
+                # after a pause (the damage may have been in transit), never skipped.
+                views = error.messages
+                if error.queue_offset is not None:
+                    next_offset = error.queue_offset
+                else:
+                    next_offset = pq.next_offset
+                delay = options.pull_delay_on_error_ms / 1000
+                log.warning(
+                    "%s: %s; not handed over, pulling again from offset %d",
+                    self._core.client_id,
+                    error,
+                    next_offset,
+                )
             messages = sub.expression.filter(views, _tags_of)
+        pq.next_offset = next_offset
         added = pq.add(messages)
         orderly = options.orderly
         if not pq.count:
@@ -212,4 +232,4 @@ class Fetcher:
             self._offsets.update(pq.mq, pq.next_offset, increase_only=not orderly)
         if added and not orderly:
             self._on_messages(pq, added)
-        return 0.0
+        return delay

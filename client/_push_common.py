@@ -74,6 +74,7 @@ class PushOptions(Protocol):
     orderly_retry_delay_ms: float
     local_retry_delay_ms: float
     close_timeout_ms: float
+    check_crc: bool
 
     @property
     def clustering(self) -> bool: ...

@@ -120,6 +120,8 @@ class PushConsumer(CoreClient):
       ``pull_delay_on_error_ms`` (1000)
     * retries: ``orderly_retry_delay_ms`` (1000), ``local_retry_delay_ms`` (5000)
     * ``close_timeout_ms`` (5000): how long ``close()`` waits for messages being consumed
+    * ``check_crc`` (True): check each pulled body against its BODYCRC; a record that fails
+      is not handed over but pulled again after ``pull_delay_on_error_ms``, with a WARNING
     """
 
     _kind = "consumer"
@@ -156,6 +158,7 @@ class PushConsumer(CoreClient):
         local_retry_delay_ms: float = 5000,
         request_timeout_ms: float = 3000,
         close_timeout_ms: float = 5000,
+        check_crc: bool = True,
     ) -> None:
         if not group:
             raise ClientUsageError("consumer group must not be empty")
@@ -192,6 +195,7 @@ class PushConsumer(CoreClient):
         self.orderly_retry_delay_ms = orderly_retry_delay_ms
         self.local_retry_delay_ms = local_retry_delay_ms
         self.close_timeout_ms = close_timeout_ms
+        self.check_crc = check_crc
 
         super().__init__(
             namesrv,

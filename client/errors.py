@@ -7,6 +7,7 @@
      +-- RouteNotFoundError                the name server knows no route for a topic
      +-- ConnectionLostError               could not connect, or the connection dropped
      +-- RequestTimeoutError               no response within the timeout (also a TimeoutError)
+     +-- CorruptMessageError               a pulled record fails its BODYCRC or does not decode
      +-- BrokerError(code, remark)         the broker / name server answered with an error code
           +-- BrokerSystemError              1  SYSTEM_ERROR                retriable
           +-- SystemBusyError                2  SYSTEM_BUSY                 retriable
@@ -38,7 +39,7 @@ The retriable broker codes are RocketMQ's ``DefaultMQProducer.retryResponseCodes
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pocketmq.broker.protocol.codes import ResponseCode
 
@@ -50,6 +51,7 @@ __all__ = [
     "ClientUsageError",
     "ConnectionLostError",
     "ConsumerNotOnlineError",
+    "CorruptMessageError",
     "FlowControlError",
     "FlushDiskTimeoutError",
     "FlushSlaveTimeoutError",
@@ -138,6 +140,33 @@ def code_name(code: int) -> str:
         return f"{ResponseCode(code).name} ({int(code)})"
     except (TypeError, ValueError):
         return f"response code {code}"
+
+
+class CorruptMessageError(ClientError):
+    """A record in a broker's answer failed its check: its body does not match its BODYCRC
+    (as Kafka's ``check.crcs``), or it does not decode. Nothing from the bad record on is
+    handed over; ``messages`` holds the good ones before it, ``queue_offset`` is the bad
+    record's queue offset where known (the one after the last good message, else the offset
+    that was asked for), and ``reason`` says what was wrong. Re-reading may help (the damage
+    may have been in transit), hence ``retriable``."""
+
+    retriable = True
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        messages: list[Any] | None = None,
+        queue: object | None = None,
+        queue_offset: int | None = None,
+    ) -> None:
+        self.reason = reason
+        self.messages = list(messages or ())
+        self.queue = queue
+        self.queue_offset = queue_offset
+        where = f" in {queue}" if queue is not None else ""
+        at = f" at queue offset {queue_offset}" if queue_offset is not None else ""
+        super().__init__(f"corrupt message{where}{at}: {reason}")
 
 
 class BrokerError(ClientError):

@@ -25,10 +25,11 @@ from pocketmq.broker.protocol.message_codec import (
     host_text,
     offset_msg_id_of,
 )
+from pocketmq.store.crc import crc32
 from pocketmq.store.record import MAGIC_V1, decode_properties_bytes
 from pocketmq.store.topics import DLQ_TOPIC_PREFIX, NOT_ALLOWED_SEND_TOPICS, RETRY_TOPIC_PREFIX
 
-from .errors import ClientUsageError
+from .errors import ClientUsageError, CorruptMessageError
 
 __all__ = [
     "PROPERTY_DELAY",
@@ -238,9 +239,17 @@ class ReceivedMessage:
         )
 
     @classmethod
-    def from_records(cls, data: bytes, queue: MessageQueue) -> list[ReceivedMessage]:
+    def from_records(
+        cls, data: bytes, queue: MessageQueue, *, check_crc: bool = True
+    ) -> list[ReceivedMessage]:
         """A pulled body (records back to back) as messages, as ``from_ext`` builds them from
-        ``decode_messages(data)``: a record that does not decode ends the list."""
+        ``decode_message_at``.
+
+        Each body is checked against its BODYCRC unless ``check_crc=False`` (Kafka's
+        ``check.crcs``; the Java client checks nothing). A record that fails the check or does
+        not decode raises ``CorruptMessageError`` carrying the good messages before it: the
+        rest of the batch is never dropped without a word, nor a bad body handed over.
+        """
         buf = bytes(data)
         out: list[ReceivedMessage] = []
         pos = 0
@@ -284,6 +293,11 @@ class ReceivedMessage:
                     and buf[props_at - 2] <= 127  # the properties length is a signed short
                     and (buf[props_at - 2] << 8 | buf[props_at - 1]) + props_at == rec_end
                 ):
+                    body = buf[pos + head_size : body_end]
+                    if check_crc and crc32(body) & 0x7FFFFFFF != crc:
+                        raise _corrupt(
+                            f"body CRC {crc32(body) & 0x7FFFFFFF} != stored {crc}", out, queue
+                        )
                     raw_topic = buf[body_end + 1 : props_at - 2]
                     topic = topics.get(raw_topic)
                     if topic is None:
@@ -291,7 +305,7 @@ class ReceivedMessage:
                     message = _new_object(ReceivedMessage)
                     message.__dict__.update(
                         topic=topic,
-                        body=buf[pos + head_size : body_end],
+                        body=body,
                         queue=queue,
                         queue_offset=queue_offset,
                         commitlog_offset=commitlog_offset,
@@ -319,9 +333,9 @@ class ReceivedMessage:
                     pos = rec_end
                     continue
             try:
-                ext, pos = decode_message_at(buf, pos)
-            except MalformedBodyError:
-                break
+                ext, pos = decode_message_at(buf, pos, check_crc=check_crc)
+            except MalformedBodyError as error:
+                raise _corrupt(str(error), out, queue) from None
             out.append(cls.from_ext(ext, queue))
         return out
 
@@ -351,6 +365,14 @@ class ReceivedMessage:
 
 
 MessageView = ReceivedMessage
+
+
+def _corrupt(reason: str, good: list[ReceivedMessage], queue: MessageQueue) -> CorruptMessageError:
+    # The bad record follows the last good one in its queue (pulls read one queue in order).
+    at = good[-1].queue_offset + 1 if good else None
+    return CorruptMessageError(reason, messages=good, queue=queue, queue_offset=at)
+
+
 _new_object = object.__new__
 _topic_texts: dict[bytes, str] = {}  # topic bytes -> text: a consumer reads few topics
 _TOPIC_TEXTS_MAX: Final = 1024

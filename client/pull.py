@@ -33,7 +33,7 @@ from pocketmq.ids import InvalidMessageIdError, decode_offset_msg_id
 from . import _queries
 from ._core import ClientCore, CoreClient
 from .connection import check_response, make_request
-from .errors import ClientUsageError, UnknownBrokerError
+from .errors import ClientUsageError, CorruptMessageError, UnknownBrokerError
 from .filter import TagExpression
 from .message import MessageQueue, ReceivedMessage
 
@@ -84,8 +84,13 @@ async def pull_queue(
     expression: str = "*",
     suspend_ms: int = 0,
     timeout_ms: float | None = None,
+    check_crc: bool = True,
 ) -> PullResult:
-    """One PULL_MESSAGE with its own subscription; nothing is committed."""
+    """One PULL_MESSAGE with its own subscription; nothing is committed.
+
+    A record that fails its BODYCRC (unless ``check_crc=False``) or does not decode raises
+    ``CorruptMessageError`` with the good messages before it and the offset to read again.
+    """
     if max_messages < 1:
         raise ClientUsageError("max_messages must be >= 1")
     if offset < 0:
@@ -119,7 +124,14 @@ async def pull_queue(
         raise UnknownBrokerError(response.code, f"malformed pull response: {e}") from None
     messages: list[ReceivedMessage] = []
     if status is PullStatus.FOUND and response.body:
-        views = ReceivedMessage.from_records(response.body, mq)
+        try:
+            views = ReceivedMessage.from_records(response.body, mq, check_crc=check_crc)
+        except CorruptMessageError as error:
+            at = offset if error.queue_offset is None else error.queue_offset
+            good = expr.filter(error.messages, lambda m: m.tags)
+            raise CorruptMessageError(
+                error.reason, messages=good, queue=mq, queue_offset=at
+            ) from None
         messages = expr.filter(views, lambda m: m.tags)
     return PullResult(status, h.next_begin_offset, h.min_offset, h.max_offset, messages)
 
@@ -137,8 +149,10 @@ class PullConsumer(CoreClient):
         request_timeout_ms: float = 3000,
         instance_name: str | None = None,
         client_ip: str | None = None,
+        check_crc: bool = True,
     ) -> None:
         self.group = group
+        self.check_crc = check_crc  # see pull_queue
         super().__init__(
             namesrv,
             request_timeout_ms=request_timeout_ms,
@@ -170,6 +184,7 @@ class PullConsumer(CoreClient):
             max_messages,
             expression=expression,
             suspend_ms=suspend_ms,
+            check_crc=self.check_crc,
         )
 
     async def min_offset(self, queue: MessageQueue) -> int:
@@ -220,7 +235,11 @@ class PullConsumer(CoreClient):
             if response.code == ResponseCode.QUERY_NOT_FOUND:
                 continue
             check_response(response)
-            for record in decode_messages(response.body or b""):
+            try:
+                records = decode_messages(response.body or b"", check_crc=True, strict=True)
+            except RemoteProtocolError as e:
+                raise CorruptMessageError(str(e)) from None
+            for record in records:
                 mq = MessageQueue(record.topic, broker_name, record.queue_id)
                 found.append(ReceivedMessage.from_ext(record, mq))
         if unique_key:
@@ -244,9 +263,9 @@ class PullConsumer(CoreClient):
             await self._core.invoke(addr, make_request(RequestCode.VIEW_MESSAGE_BY_ID, header))
         )
         try:
-            record = decode_message(response.body or b"")
+            record = decode_message(response.body or b"", check_crc=True)
         except RemoteProtocolError as e:
-            raise UnknownBrokerError(response.code, f"malformed message: {e}") from None
+            raise CorruptMessageError(str(e)) from None
         broker_name = self._broker_name_of(addr) or addr
         return ReceivedMessage.from_ext(
             record, MessageQueue(record.topic, broker_name, record.queue_id)

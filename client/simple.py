@@ -46,7 +46,7 @@ from datetime import timedelta
 from typing import Final, NamedTuple
 
 from pocketmq.broker.protocol import RemotingCommand, RequestCode, ResponseCode
-from pocketmq.broker.protocol.errors import RemoteProtocolError
+from pocketmq.broker.protocol.errors import MalformedBodyError, RemoteProtocolError
 from pocketmq.broker.protocol.headers import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
@@ -55,7 +55,7 @@ from pocketmq.broker.protocol.headers import (
     PopMessageRequestHeader,
     PopMessageResponseHeader,
 )
-from pocketmq.broker.protocol.message_codec import decode_messages
+from pocketmq.broker.protocol.message_codec import MessageExt, decode_message_at
 
 from ._core import CoreClient
 from ._duration import seconds_to_ms
@@ -145,9 +145,9 @@ def messages_from_pop(response: RemotingCommand, broker_name: str) -> list[Recei
     try:
         header = PopMessageResponseHeader.from_ext_fields(response.ext_fields)
         starts = _start_offsets(header.start_offset_info)
-        records = decode_messages(response.body or b"")
     except (RemoteProtocolError, ValueError) as e:
         raise UnknownBrokerError(response.code, f"malformed pop response: {e}") from None
+    records, problem = _checked_records(response.body or b"")
     out = []
     for record in records:
         flag = retry_flag(record.topic)
@@ -169,7 +169,30 @@ def messages_from_pop(response: RemotingCommand, broker_name: str) -> list[Recei
         )
         queue = MessageQueue(record.topic, broker_name, record.queue_id)
         out.append(ReceivedMessage.from_ext(record, queue, receipt_handle=str(handle)))
+    if problem is not None:
+        # What follows the bad record stays popped and invisible: the broker lends it again
+        # when its invisible time ends, so nothing is lost, but it is said.
+        log.warning(
+            "POP from %s: %s; %d good message(s) before it handed over, the rest come back "
+            "after their invisible time",
+            broker_name,
+            problem,
+            len(out),
+        )
     return out
+
+
+def _checked_records(body: bytes) -> tuple[list[MessageExt], str | None]:
+    """The records of a POP body that pass their BODYCRC, and what stopped the rest."""
+    out: list[MessageExt] = []
+    pos = 0
+    while pos < len(body):
+        try:
+            record, pos = decode_message_at(body, pos, check_crc=True)
+        except MalformedBodyError as error:
+            return out, f"corrupt message: {error}"
+        out.append(record)
+    return out, None
 
 
 class SimpleConsumer(CoreClient):

@@ -589,3 +589,82 @@ async def test_orderly_stops_while_another_client_holds_the_lock() -> None:
             assert len(pulls(broker)) == 1  # and not pulled further
             del cluster.locks[key]
             await wait_until(lambda: got.bodies == [b"held back"])
+
+
+def _corrupting(monkeypatch: pytest.MonkeyPatch, body: bytes, times: int | None) -> list[int]:
+    """Make the fake broker send ``body``'s record with one body byte flipped, ``times`` times
+    (None: always), as damage in transit or on the broker's disk would; returns the count."""
+    from . import test_client_fake_server as fake
+
+    real = fake.encode_message_record
+    sent = [0]
+
+    def encode(message):  # type: ignore[no-untyped-def]
+        record = real(message)
+        if message.body != body or (times is not None and sent[0] >= times):
+            return record
+        sent[0] += 1
+        damaged = bytearray(record)
+        at = record.index(body)
+        damaged[at] ^= 0x40
+        return bytes(damaged)
+
+    monkeypatch.setattr(fake, "encode_message_record", encode)
+    return sent
+
+
+async def test_a_body_damaged_in_transit_is_pulled_again_never_handed_over(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with fake_cluster() as cluster:
+        cluster.add_topic("T", 1)
+        broker = cluster.brokers[0]
+        await fill(broker, "T", 1, 5)
+        sent = _corrupting(monkeypatch, b"m2", times=1)
+        got = Collector()
+        consumer = consumer_for(
+            cluster, consume_from="first", listener=got, pull_delay_on_error_ms=10
+        )
+        consumer.subscribe("T")
+        async with consumer:
+            await wait_until(lambda: len(got.messages) == 5)
+        assert sent[0] == 1
+        assert sorted(got.bodies) == [b"m0", b"m1", b"m2", b"m3", b"m4"]  # each once
+        assert cluster.offsets[("CG", "T", "broker-a", 0)] == 5
+    assert any("body CRC" in r.getMessage() for r in caplog.records if r.levelname == "WARNING")
+
+
+async def test_a_body_that_stays_damaged_is_never_handed_over_nor_skipped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with fake_cluster() as cluster:
+        cluster.add_topic("T", 1)
+        broker = cluster.brokers[0]
+        await fill(broker, "T", 1, 5)
+        _corrupting(monkeypatch, b"m2", times=None)
+        got = Collector()
+        consumer = consumer_for(
+            cluster, consume_from="first", listener=got, pull_delay_on_error_ms=10
+        )
+        consumer.subscribe("T")
+        async with consumer:
+            await wait_until(lambda: len(pulls(broker)) >= 4)
+        assert got.bodies == [b"m0", b"m1"]
+        assert all(p.queue_offset == 2 for p in pulls(broker)[1:])  # the bad one, again
+        assert cluster.offsets[("CG", "T", "broker-a", 0)] == 2
+
+
+async def test_check_crc_off_hands_over_what_the_broker_sent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with fake_cluster() as cluster:
+        cluster.add_topic("T", 1)
+        broker = cluster.brokers[0]
+        await fill(broker, "T", 1, 5)
+        _corrupting(monkeypatch, b"m2", times=None)
+        got = Collector()
+        consumer = consumer_for(cluster, consume_from="first", listener=got, check_crc=False)
+        consumer.subscribe("T")
+        async with consumer:
+            await wait_until(lambda: len(got.messages) == 5)
+        assert b"m2" not in got.bodies and len(set(got.bodies)) == 5

@@ -14,7 +14,7 @@ from pocketmq.client.cli import (
     cmd_topic_list,
     cmd_topic_status,
 )
-from pocketmq.client.errors import ClientClosedError, ClientUsageError
+from pocketmq.client.errors import ClientClosedError, ClientUsageError, CorruptMessageError
 
 from .test_client_fake_server import fake_cluster
 
@@ -130,3 +130,28 @@ async def test_cli_helpers() -> None:
         assert all(m["body"] == "hi" and m["keys"] == ["k1", "k2"] for m in consumed)
         status = await cmd_topic_status(broker.addr, "CliTopic")
         assert sum(s["max_offset"] for s in status) == 3
+
+
+async def test_pull_of_a_damaged_body_raises_with_the_good_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from .test_client_consumer import _corrupting
+
+    async with fake_cluster() as cluster:
+        cluster.add_topic("T", 1)
+        broker = cluster.brokers[0]
+        for i in range(4):
+            await broker.put("T", 0, b"m%d" % i, {"UNIQ_KEY": f"U{i}"})
+        _corrupting(monkeypatch, b"m2", times=None)
+        async with PullConsumer(namesrv=broker.addr, client_ip="127.0.0.1") as puller:
+            with pytest.raises(CorruptMessageError, match="body CRC") as caught:
+                await puller.pull(T0, 0, 32)
+            assert [m.body for m in caught.value.messages] == [b"m0", b"m1"]
+            assert caught.value.queue_offset == 2 and caught.value.retriable
+            with pytest.raises(CorruptMessageError) as first:
+                await puller.pull(T0, 2, 32)
+            assert first.value.messages == [] and first.value.queue_offset == 2
+        async with PullConsumer(
+            namesrv=broker.addr, client_ip="127.0.0.1", check_crc=False
+        ) as puller:
+            assert len((await puller.pull(T0, 0, 32)).messages) == 4

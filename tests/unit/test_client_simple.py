@@ -29,6 +29,7 @@ from pocketmq.client import (
 )
 from pocketmq.client._duration import duration_ms, seconds_to_ms
 from pocketmq.client.errors import error_for_code
+from pocketmq.client.simple import messages_from_pop
 
 from .test_client_fake_server import FakeBroker, FakeCluster, FakeConn, fake_cluster
 
@@ -226,3 +227,21 @@ def test_illegal_operation_maps_to_its_class() -> None:
     error = error_for_code(604, "stale")
     assert type(error) is IllegalOperationError and not error.retriable
     assert issubclass(StaleReceiptHandleError, IllegalOperationError)
+
+
+def test_a_popped_record_that_fails_its_crc_is_not_handed_over(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    bad = bytearray(record("T", 1, 6, b"second"))
+    bad[bytes(bad).index(b"second")] ^= 0x01
+    body = record("T", 1, 5, b"first") + bytes(bad) + record("T", 1, 7, b"third")
+    header = PopMessageResponseHeader(
+        pop_time=1000, invisible_time=30_000, revive_qid=3, rest_num=0, start_offset_info="0 1 5"
+    )
+    response = RemotingCommand(
+        code=ResponseCode.SUCCESS, ext_fields=header.to_ext_fields(), body=body
+    )
+    got = messages_from_pop(response, "broker-a")
+    assert [m.body for m in got] == [b"first"]
+    (warning,) = [r for r in caplog.records if r.levelname == "WARNING"]
+    assert "body CRC" in warning.getMessage() and "invisible time" in warning.getMessage()

@@ -35,6 +35,7 @@ from pocketmq.broker.protocol import (
 from pocketmq.broker.protocol import headers as H
 from pocketmq.broker.protocol import message_codec as MC
 from pocketmq.broker.protocol.codes import MessageSysFlag
+from pocketmq.broker.protocol.errors import MalformedBodyError
 from pocketmq.broker.protocol.frames import _encode_json_header, _JsonHeaderOut
 from pocketmq.client import (
     ConsumeResult,
@@ -45,7 +46,7 @@ from pocketmq.client import (
     ReceivedMessage,
 )
 from pocketmq.client.connection import Connection, make_request
-from pocketmq.client.errors import RequestTimeoutError
+from pocketmq.client.errors import CorruptMessageError, RequestTimeoutError
 
 from .test_client_fake_server import fake_cluster, wait_until
 from .test_protocol_headers import HEADER_CLASSES
@@ -254,13 +255,47 @@ def test_record_shortcut_matches_the_general_decoder(
         del body[data.draw(st.integers(0, len(body) - 1)) :]
     raw = bytes(body)
     queue = MessageQueue("T", "broker-a", 1)
-    views = [ReceivedMessage.from_ext(m, queue) for m in MC.decode_messages(raw)]
-    fast = ReceivedMessage.from_records(raw, queue)
+    check_crc = data.draw(st.booleans())
+    views = [
+        ReceivedMessage.from_ext(m, queue) for m in MC.decode_messages(raw, check_crc=check_crc)
+    ]
+    try:
+        MC.decode_messages(raw, check_crc=check_crc, strict=True)
+        whole = True
+    except MalformedBodyError:
+        whole = False
+    try:
+        fast = ReceivedMessage.from_records(raw, queue, check_crc=check_crc)
+        broken = False
+    except CorruptMessageError as error:
+        # never a silent end: the good messages before the bad record come with the error
+        fast, broken = error.messages, True
+        assert error.queue_offset == (fast[-1].queue_offset + 1 if fast else None)
+    assert broken == (not whole)
     # the text fields first read one by one (each decodes them all), then compared whole
     name = data.draw(st.sampled_from(["tags", "keys", "properties", "msg_id", "born_host"]))
     assert [getattr(m, name) for m in fast] == [getattr(m, name) for m in views]
     assert fast == views
     assert [all_fields(m) for m in fast] == [all_fields(m) for m in views]
+
+
+def test_a_flipped_body_byte_is_never_handed_over() -> None:
+    queue = MessageQueue("T", "broker-a", 1)
+    records = [
+        MC.encode_message_record(MC.MessageExt(topic="T", body=b"body-%d" % i, queue_offset=i))
+        for i in range(3)
+    ]
+    damaged = bytearray(records[1])
+    damaged[-4 - 3] ^= 0x01  # the body's third byte from its end (then TOPICLEN, "T", PROPLEN)
+    raw = records[0] + bytes(damaged) + records[2]
+    with pytest.raises(CorruptMessageError, match="body CRC") as caught:
+        ReceivedMessage.from_records(raw, queue)
+    assert [m.body for m in caught.value.messages] == [b"body-0"]
+    assert caught.value.queue_offset == 1
+    # opting out reads it as the Java client does
+    unchecked = ReceivedMessage.from_records(raw, queue, check_crc=False)
+    assert [m.body for m in unchecked][0::2] == [b"body-0", b"body-2"]
+    assert unchecked[1].body != b"body-1"
 
 
 def test_pulled_message_decodes_its_texts_on_first_read() -> None:
@@ -295,7 +330,9 @@ def test_record_shortcut_refuses_a_negative_properties_length() -> None:
     record = MC.encode_message_record(MC.MessageExt(topic="T", body=b"x", properties={}))
     big = record[:-2] + (40000).to_bytes(2, "big") + b"a\x01b\x02" * 10000
     big = len(big).to_bytes(4, "big") + big[4:]
-    assert ReceivedMessage.from_records(big, MessageQueue("T", "b", 0)) == []
+    with pytest.raises(CorruptMessageError) as caught:
+        ReceivedMessage.from_records(big, MessageQueue("T", "b", 0))
+    assert caught.value.messages == [] and caught.value.queue_offset is None
     assert MC.decode_messages(big) == []
 
 
