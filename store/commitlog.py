@@ -71,6 +71,7 @@ class CommitLog:
         # topic -> its TOPIC field (length, then the name): one lookup instead of two encodes
         self._topic_fields: dict[bytes, bytes] = {}
         self._prefaulted = 0  # the newest segment is prefaulted up to here
+        self.gaps: list[tuple[int, int]] = []  # [start, end) no segment covers (files missing)
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -85,10 +86,13 @@ class CommitLog:
                 continue
             segment = self.backend.open_segment(paths.COMMITLOG / name)
             if expected is not None and start != expected:
-                segment.close()
-                raise StoreError(
-                    f"commitlog segment {name} starts at {start}, expected {expected}: a segment is missing"
-                )
+                if start < expected:
+                    segment.close()
+                    raise StoreError(
+                        f"commitlog segment {name} starts at {start}, inside the segment before it"
+                    )
+                # A segment is missing: the ones around it stay readable; recovery reports it.
+                self.gaps.append((expected, start))
             self._starts.append(start)
             self._segments.append(segment)
             expected = start + segment.size

@@ -9,25 +9,49 @@
 Files live under ``consumequeue/<topic>/<queueId>/`` and are named by their first entry's *byte*
 offset in the queue (logical offset * 20). An entry's logical offset is its byte position / 20.
 A queue whose first file does not start at 0 has older files deleted by retention.
+
+Files have their full size (as RocketMQ's tools expect) but are sparse: disk blocks are
+allocated a chunk at a time ahead of the entries (:meth:`ConsumeQueue.make_room`, called before
+the record is appended), so a queue with a few entries takes a page of disk, not 600 KB, and a
+full disk fails the send before anything is written.
+
+Loading never refuses a queue: a file whose size is not a multiple of 20 or differs from its
+siblings, a missing file between two others, or entries after the end of the valid prefix make
+:attr:`ConsumeQueue.problem` say why, and the store rebuilds that queue from the commitlog.
 """
 
 from __future__ import annotations
 
 import bisect
+import errno
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 from pocketmq.store import paths
-from pocketmq.store.errors import StoreError
+from pocketmq.store.errors import StoreError, StoreFullError
 from pocketmq.store.files import Backend, Segment
 
-__all__ = ["ENTRY", "ENTRY_SIZE", "ConsumeQueue", "ConsumeQueueStore", "QueueEntry"]
+__all__ = [
+    "ENTRY",
+    "ENTRY_SIZE",
+    "FILLER",
+    "ConsumeQueue",
+    "ConsumeQueueStore",
+    "QueueEntry",
+]
 
 ENTRY = struct.Struct(">qiq")
 ENTRY_SIZE = ENTRY.size
 assert ENTRY_SIZE == 20
 
 QueueEntry = tuple[int, int, int]  # (physical offset, size, tags code)
+# RocketMQ's pre-blank entry; a rebuild also puts it where the commitlog has no record left
+# (a damaged range), so that the logical offsets after it keep their meaning.
+FILLER: QueueEntry = (0, 0x7FFFFFFF, 0)
+_ALLOCATE_MIN = 4096  # disk is allocated a page at first, then doubling, up to the file size
+# Entries after the valid prefix that load looks at: a non-zero one means an entry in the middle
+# was zeroed (the binary search can step over such a hole, or stop at it).
+_LOOK_PAST_END = 16
 
 
 class ConsumeQueue:
@@ -39,6 +63,7 @@ class ConsumeQueue:
         self.topic = topic
         self.queue_id = queue_id
         self.file_size = entries_per_file * ENTRY_SIZE
+        self.configured_file_size = self.file_size
         self._starts: list[int] = []  # byte offsets
         self._segments: list[Segment] = []
         self._min_logical = 0
@@ -46,6 +71,9 @@ class ConsumeQueue:
         self.max_physical_offset = -1  # physical offset of the last entry (for idempotent dispatch)
         self._flushed_logical = 0  # entries below this are synced
         self.last_entry_end = 0  # physical end of the last entry's record
+        self._allocated_until = 0  # byte offset in the queue up to which disk blocks exist
+        self.problem: str | None = None  # why load could not trust the files (rebuild them)
+        self._retired: list[Segment] = []  # files a rewrite replaced
 
     @property
     def directory(self):
@@ -53,36 +81,81 @@ class ConsumeQueue:
 
     def load(self) -> None:
         """Open existing files and find the last valid entry (the first entry that is all zero,
-        or has a negative offset or non-positive size, ends the queue, as in RocketMQ)."""
+        or has a negative offset or non-positive size, ends the queue, as in RocketMQ).
+
+        Files that cannot be a queue written in order set :attr:`problem` (the queue is left
+        empty); the caller rebuilds it from the commitlog."""
+        self.problem = self._open_files()
+        if self.problem is None and self._segments:
+            self.problem = self._find_end()
+        if self.problem is not None:
+            self.close()
+            self._min_logical = self._max_logical = self._flushed_logical = 0
+            self._allocated_until = 0
+            self._refresh_last()
+
+    def _open_files(self) -> str | None:
         names = [
             n
             for n in self.backend.list_names(self.directory)
             if paths.offset_for_file_name(n) is not None
         ]
         for name in names:
-            segment = self.backend.open_segment(self.directory / name)
-            if segment.size % ENTRY_SIZE:
-                segment.close()
-                raise StoreError(
-                    f"{self.directory / name}: size {segment.size} is not a multiple of 20"
-                )
-            if not self._segments:
-                self.file_size = segment.size  # a store written with another file size keeps it
-            self._starts.append(int(name))
+            path = self.directory / name
+            try:
+                segment = self.backend.open_segment(path)
+            except (OSError, ValueError) as error:
+                return f"{path}: cannot be opened ({error})"
+            start = int(name)
+            self._starts.append(start)
             self._segments.append(segment)
-        if not self._segments:
-            return
+            if segment.size % ENTRY_SIZE:
+                return f"{path}: size {segment.size} is not a multiple of 20"
+            if len(self._segments) == 1:
+                self.file_size = segment.size  # a store written with another file size keeps it
+                if start % ENTRY_SIZE:
+                    return f"{path}: name {start} is not a multiple of 20"
+                continue
+            previous_end = self._starts[-2] + self._segments[-2].size
+            if start != previous_end:
+                missing = paths.file_name_for_offset(previous_end)
+                return f"{path}: file {missing} before it is missing"
+            if segment.size != self.file_size:
+                return f"{path}: size {segment.size}, the queue's other files have {self.file_size}"
+        return None
+
+    def _find_end(self) -> str | None:
         self._min_logical = self._starts[0] // ENTRY_SIZE
         self._max_logical = self._min_logical
-        for start, segment in zip(self._starts, self._segments, strict=True):
+        for index, (start, segment) in enumerate(zip(self._starts, self._segments, strict=True)):
             count = self._valid_count(segment)
             self._max_logical = (start + count * ENTRY_SIZE) // ENTRY_SIZE
-            if count < segment.size // ENTRY_SIZE:
+            capacity = segment.size // ENTRY_SIZE
+            if count < capacity:
+                if index < len(self._segments) - 1:
+                    return f"{self.directory / segment.name}: entries end at {count} of {capacity}, yet a later file exists"
+                past = bytes(
+                    segment.view[
+                        count * ENTRY_SIZE : min(capacity, count + 1 + _LOOK_PAST_END) * ENTRY_SIZE
+                    ]
+                )
+                if past.strip(b"\0"):
+                    return (
+                        f"{self.directory / segment.name}: entry {start // ENTRY_SIZE + count} "
+                        "is blank or invalid but entries follow it"
+                    )
                 break
-        self._drop_files_after(self._max_logical)
+            if index == len(self._segments) - 1 and segment.size < self.configured_file_size:
+                # Full of entries yet smaller than files are made: cut short by something.
+                return (
+                    f"{self.directory / segment.name}: full at {segment.size} bytes, smaller than "
+                    f"the {self.configured_file_size} bytes files are created with"
+                )
         self._skip_leading_blanks()
         self._refresh_last()
         self._flushed_logical = self._min_logical
+        self._allocated_until = 0  # unknown: make_room allocates again (a no-op where blocks exist)
+        return None
 
     def _valid_count(self, segment: Segment) -> int:
         view = segment.view
@@ -108,15 +181,25 @@ class ConsumeQueue:
     def _refresh_last(self) -> None:
         if self._max_logical > self._min_logical:
             offset, size, _ = self._entry(self._max_logical - 1)
+            if (offset, size, _) == FILLER:
+                offset, size = self._last_real()
             self.max_physical_offset = offset
             self.last_entry_end = offset + size
         else:
             self.max_physical_offset = -1
             self.last_entry_end = 0
 
+    def _last_real(self) -> tuple[int, int]:
+        for logical in range(self._max_logical - 1, self._min_logical - 1, -1):
+            offset, size, code = self._entry(logical)
+            if (offset, size, code) != FILLER:
+                return offset, size
+        return -1, 0
+
     def close(self) -> None:
-        for segment in self._segments:
+        for segment in self._segments + self._retired:
             segment.close()
+        self._retired.clear()
         self._segments.clear()
         self._starts.clear()
 
@@ -140,14 +223,60 @@ class ConsumeQueue:
         segment, position = self._locate(logical)
         return ENTRY.unpack_from(segment.view, position)
 
+    def has_room(self, logical: int) -> bool:
+        """Whether the slot of ``logical`` exists with disk blocks (the append path's test)."""
+        return logical * ENTRY_SIZE + ENTRY_SIZE <= self._allocated_until
+
+    def make_room(self, logical: int) -> None:
+        """Create the file for ``logical`` and allocate disk blocks up to its slot. Called before
+        the record is appended: if this fails (a full disk), nothing was written anywhere.
+        Raises StoreFullError (no space) or StoreError (any other I/O error)."""
+        try:
+            self._make_room(logical)
+        except StoreError:
+            raise
+        except OSError as error:
+            where = f"consume queue {self.topic}/{self.queue_id}"
+            if error.errno == errno.ENOSPC:
+                raise StoreFullError(
+                    errno.ENOSPC, f"no space left for the {where}", str(self.directory)
+                ) from error
+            raise StoreError(f"{where}: file for entry {logical} not made: {error}") from error
+
+    def _make_room(self, logical: int) -> None:
+        byte_offset = logical * ENTRY_SIZE
+        if not self._segments or byte_offset >= self._starts[-1] + self._segments[-1].size:
+            if self._segments and byte_offset != self._starts[-1] + self._segments[-1].size:
+                return  # not the next slot: put() refuses it with the reason
+            start = byte_offset - byte_offset % self.file_size
+            first = min(self.file_size, max(_ALLOCATE_MIN, byte_offset - start + ENTRY_SIZE))
+            segment = self.backend.create_segment(
+                paths.consume_queue_segment(self.topic, self.queue_id, start),
+                self.file_size,
+                allocate=first,
+            )
+            self._starts.append(start)
+            self._segments.append(segment)
+            self._allocated_until = start + first
+            return
+        start, segment = self._starts[-1], self._segments[-1]
+        position = byte_offset - start
+        if position + ENTRY_SIZE <= self._allocated_until - start:
+            return
+        have = max(0, self._allocated_until - start)
+        grow = min(segment.size, max(_ALLOCATE_MIN, 2 * have, position + ENTRY_SIZE))
+        # From 0: blocks of a file loaded at start were never counted (allocating again is free).
+        segment.allocate(0, grow)
+        self._allocated_until = start + grow
+
     def put(self, logical: int, physical_offset: int, size: int, tags_code: int) -> bool:
         """Write the entry for ``logical``. Re-dispatch is idempotent: an entry whose record is
         already covered is skipped (returns False)."""
-        # The append path: the next entry, with room for it in the newest file.
+        # The append path: the next entry, its slot allocated (make_room).
         if logical == self._max_logical and self._segments:
             segment = self._segments[-1]
             position = logical * ENTRY_SIZE - self._starts[-1]
-            if 0 <= position < segment.size:
+            if 0 <= position < segment.size and self.has_room(logical):
                 ENTRY.pack_into(segment.view, position, physical_offset, size, tags_code)
                 self._max_logical = logical + 1
                 self.max_physical_offset = physical_offset
@@ -168,18 +297,14 @@ class ConsumeQueue:
                     f"expected {self._max_logical}"
                 )
         byte_offset = logical * ENTRY_SIZE
-        if not self._segments or byte_offset >= self._starts[-1] + self._segments[-1].size:
-            start = byte_offset - byte_offset % self.file_size
-            segment = self.backend.create_segment(
-                paths.consume_queue_segment(self.topic, self.queue_id, start), self.file_size
-            )
-            self._starts.append(start)
-            self._segments.append(segment)
-            if len(self._segments) == 1:
-                # RocketMQ's fillPreBlank: so that a reload finds the first real entry.
-                for position in range(0, byte_offset - start, ENTRY_SIZE):
-                    ENTRY.pack_into(segment.view, position, 0, 0x7FFFFFFF, 0)
+        created = not self._segments or byte_offset >= self._starts[-1] + self._segments[-1].size
+        self.make_room(logical)
         segment = self._segments[-1]
+        start = self._starts[-1]
+        if created and len(self._segments) == 1:
+            # RocketMQ's fillPreBlank: so that a reload finds the first real entry.
+            for position in range(0, byte_offset - start, ENTRY_SIZE):
+                ENTRY.pack_into(segment.view, position, *FILLER)
         ENTRY.pack_into(
             segment.view, byte_offset - self._starts[-1], physical_offset, size, tags_code
         )
@@ -242,9 +367,58 @@ class ConsumeQueue:
             self._flushed_logical = min(self._flushed_logical, self._max_logical)
         return dropped
 
+    def truncate_to_logical(self, logical: int) -> int:
+        """Drop the entries from ``logical`` on (a later record took that queue offset: the
+        earlier one was never acknowledged). Returns how many were dropped."""
+        dropped = 0
+        while self._max_logical > max(logical, self._min_logical):
+            segment, position = self._locate(self._max_logical - 1)
+            segment.write(position, bytes(ENTRY_SIZE))
+            self._max_logical -= 1
+            dropped += 1
+        self._drop_files_after(self._max_logical)
+        self._refresh_last()
+        if dropped:
+            for segment in self._segments:
+                segment.flush()
+            self._flushed_logical = min(self._flushed_logical, self._max_logical)
+        return dropped
+
+    def rewrite(self, first_logical: int, entries: Sequence[QueueEntry]) -> None:
+        """Replace every file of the queue with ``entries`` from ``first_logical`` on (a rebuild
+        from the commitlog), and sync them."""
+        # Not closed yet: a flush on another thread may still hold them (closed with the queue).
+        self._retired.extend(self._segments)
+        self._segments = []
+        self._starts = []
+        self.backend.remove(self.directory)
+        self.problem = None
+        self.file_size = self.configured_file_size
+        self._min_logical = self._max_logical = self._flushed_logical = 0
+        self._allocated_until = 0
+        self.max_physical_offset = -1
+        self.last_entry_end = 0
+        if not entries:
+            return
+        # Written directly (not through put): a filler may stand where records are gone.
+        self._min_logical = self._max_logical = first_logical
+        for logical, entry in enumerate(entries, first_logical):
+            created = not self._segments
+            self.make_room(logical)
+            segment, position = self._segments[-1], logical * ENTRY_SIZE - self._starts[-1]
+            if created:
+                for blank in range(0, position, ENTRY_SIZE):
+                    ENTRY.pack_into(segment.view, blank, *FILLER)
+            ENTRY.pack_into(segment.view, position, *entry)
+            self._max_logical = logical + 1
+        self._skip_leading_blanks()
+        self._refresh_last()
+        self.flush()
+
     def _drop_files_after(self, logical: int) -> None:
         byte_offset = logical * ENTRY_SIZE
         while len(self._segments) > 1 and self._starts[-1] > byte_offset:
+            self._allocated_until = 0  # counted for the dropped file: allocate again
             start = self._starts.pop()
             self._segments.pop().close()
             self.backend.remove(paths.consume_queue_segment(self.topic, self.queue_id, start))
@@ -293,6 +467,7 @@ class ConsumeQueue:
         self.close()
         self.backend.remove(self.directory)
         self._min_logical = self._max_logical = 0
+        self._allocated_until = 0
         self.max_physical_offset = -1
         self.last_entry_end = 0
 
@@ -315,6 +490,10 @@ class ConsumeQueueStore:
                 )
                 queue.load()
                 self.queues[(topic, int(queue_name))] = queue
+
+    def problems(self) -> dict[tuple[str, int], str]:
+        """Queues whose files load could not trust, with the reason (rebuild them)."""
+        return {key: q.problem for key, q in self.queues.items() if q.problem is not None}
 
     def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self.queues.get((topic, queue_id))

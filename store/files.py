@@ -50,6 +50,11 @@ class Segment:
         """Make bytes [start, end) writable without page faults, ahead of the writes (only a
         mapped file has faults to save; in memory there is nothing to do)."""
 
+    def allocate(self, start: int, end: int) -> None:
+        """Reserve disk blocks for bytes [start, end) of a segment created with ``allocate``
+        (sparse beyond it): a full disk raises ``StoreFullError`` here, before anything is
+        written, instead of a SIGBUS on the write. Nothing to do in memory."""
+
     def flush(self) -> None:
         """Make every byte written so far durable (a no-op in memory)."""
         self._dirty_from = self.size
@@ -95,6 +100,11 @@ class _DiskSegment(Segment):
         if end > start:
             _datasync(self._fd)
 
+    def allocate(self, start: int, end: int) -> None:
+        assert 0 <= start <= end <= self.size
+        if end > start:
+            _fallocate(self._fd, start, end - start, self.path)
+
     def prefault(self, start: int, end: int) -> None:
         global _populate_works
         if not _populate_works:
@@ -115,12 +125,28 @@ class _DiskSegment(Segment):
         os.close(self._fd)
 
 
+def _fallocate(fd: int, offset: int, length: int, path: Path) -> None:
+    try:
+        os.posix_fallocate(fd, offset, length)
+    except OSError as error:
+        if error.errno == errno.ENOSPC:
+            raise StoreFullError(
+                errno.ENOSPC, f"no space left to allocate {length} bytes of a segment", str(path)
+            ) from error
+        if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+            raise
+
+
 class Backend:
     """Where a store keeps its files. Paths are relative to the store root."""
 
     root: Path | None = None
 
-    def create_segment(self, rel: PurePosixPath, size: int) -> Segment:
+    def create_segment(
+        self, rel: PurePosixPath, size: int, *, allocate: int | None = None
+    ) -> Segment:
+        """A new segment of ``size`` bytes. With ``allocate``, only its first ``allocate`` bytes
+        get disk blocks now (the rest is sparse until :meth:`Segment.allocate`)."""
         raise NotImplementedError
 
     def open_segment(self, rel: PurePosixPath) -> Segment:
@@ -164,11 +190,17 @@ class DiskBackend(Backend):
     def _abs(self, rel: PurePosixPath) -> Path:
         return self.root / rel
 
-    def create_segment(self, rel: PurePosixPath, size: int) -> Segment:
+    def create_segment(
+        self, rel: PurePosixPath, size: int, *, allocate: int | None = None
+    ) -> Segment:
         path = self._abs(rel)
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
+            if allocate is not None:
+                os.ftruncate(fd, size)
+                _fallocate(fd, 0, min(allocate, size), path)
+                return _DiskSegment(path, fd, size)
             try:
                 os.posix_fallocate(fd, 0, size)
             except OSError as error:
@@ -251,7 +283,9 @@ class MemoryBackend(Backend):
         self._segments: dict[PurePosixPath, bytearray] = {}
         self._files: dict[PurePosixPath, bytes] = {}
 
-    def create_segment(self, rel: PurePosixPath, size: int) -> Segment:
+    def create_segment(
+        self, rel: PurePosixPath, size: int, *, allocate: int | None = None
+    ) -> Segment:
         buffer = bytearray(size)
         self._segments[PurePosixPath(rel)] = buffer
         return Segment(PurePosixPath(rel).name, size, memoryview(buffer))

@@ -14,6 +14,7 @@ import bisect
 import contextlib
 import enum
 import fcntl
+import logging
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -26,7 +27,7 @@ from pocketmq.store import paths
 from pocketmq.store.checkpoint import Checkpoint
 from pocketmq.store.commitlog import CommitLog
 from pocketmq.store.config import StoreConfig
-from pocketmq.store.consume_queue import ConsumeQueueStore
+from pocketmq.store.consume_queue import FILLER, ConsumeQueueStore, QueueEntry
 from pocketmq.store.durations import delay_level
 from pocketmq.store.errors import (
     CorruptRecordError,
@@ -38,15 +39,20 @@ from pocketmq.store.files import Backend, DiskBackend, MemoryBackend
 from pocketmq.store.index import IndexFormatError, IndexService
 from pocketmq.store.javahash import tags_code as compute_tags_code
 from pocketmq.store.record import (
+    BODY_AT_V4,
     CRC_RESERVE,
+    HOSTS_V6,
     LOCALHOST,
+    MAGIC_V1,
     Host,
     MessageRecord,
     SysFlag,
     check_limits,
     decode_properties,
     encode_properties,
+    picking_struct,
     record_intact,
+    unpack_record,
 )
 from pocketmq.store.recovery import (
     DamagedRange,
@@ -74,6 +80,14 @@ _TX_COMMIT = SysFlag.TRANSACTION_COMMIT_TYPE
 _TX_ROLLBACK = SysFlag.TRANSACTION_ROLLBACK_TYPE
 
 __all__ = ["GetResult", "GetStatus", "MessageStore", "PutMessage", "PutResult", "copy_of"]
+
+log = logging.getLogger("pocketmq.store")
+# What a consume-queue entry is checked against before its record is served.
+_ENTRY_HEAD = picking_struct(
+    "total_size", "magic", "queue_id", "queue_offset", "physical_offset", "sysflag", "body_length"
+)
+_REBUILD_MARKER = paths.config_file("consumeQueueRebuild.json")
+QueueKey = tuple[str, int]
 
 
 def _wall_clock_ms() -> int:
@@ -191,6 +205,11 @@ class MessageStore:
         self.damaged: list[DamagedRange] = []
         self.store_format = StoreFormat()
         self.corrupt_reads = 0  # records skipped by reads because they failed a check
+        self.bad_entries = 0  # consume-queue entries that disagreed with their record
+        self.queues_rebuilt: list[tuple[str, int, str]] = []  # (topic, queue id, why)
+        # (topic, queue id, logical offset) a rebuild found no record for: skipped, not rebuilt
+        # again (also the entries of a bad entry's rebuild, so one bad entry rebuilds once).
+        self._unbacked: set[tuple[str, int, int]] = set()
         # Records from here on were checked in this process: by the recovery scan at open, or
         # by being appended. Reads check the ones below (segments a tail scan skipped).
         self.checked_from = 0
@@ -313,6 +332,9 @@ class MessageStore:
         report = RecoveryReport(abnormal=abnormal, scan_mode=self.config.recovery_scan)
         report.foreign_files = self.commitlog.load()
         self.consume_queues.load()
+        broken_queues = self.consume_queues.problems()
+        for topic, queue_id in self._interrupted_rebuilds():
+            broken_queues.setdefault((topic, queue_id), "its rebuild was interrupted")
         index_broken = self._load_index(report)
         checkpoint = Checkpoint.load(self.backend) or Checkpoint()
         self.last_store_timestamp = checkpoint.physic_msg_timestamp
@@ -416,18 +438,131 @@ class MessageStore:
             # RocketMQ's correctMinOffset: entries below the commitlog's first segment are gone.
             queue.delete_before_physical(self.commitlog.min_offset)
         self.index.truncate_after(report.end_offset, store_timestamp_of=self.store_time_of)
+        if broken_queues:
+            self.rebuild_queues(broken_queues)
+        lacking: dict[QueueKey, str] = {}
         for offset in pending:
             if offset < report.end_offset:
                 record = self.commitlog.read(offset, check_crc=False)
-                self._dispatch(record)
+                self._dispatch(record, lacking)
                 self.last_store_timestamp = max(self.last_store_timestamp, record.store_timestamp)
                 report.redispatched += 1
+        if lacking:
+            self.rebuild_queues(lacking)
+        report.queues_rebuilt = [f"{t}/{q}: {why}" for t, q, why in self.queues_rebuilt]
+        self._report_missing_segments(report, checkpoint.confirm_phy_offset)
         if index_broken:
             self._rebuild_index(report.end_offset)
         self._rebuild_states()
         self.flush_all()
         report.seconds = time.perf_counter() - started
         return report
+
+    # -- consume-queue repair -------------------------------------------------------------
+
+    def _interrupted_rebuilds(self) -> list[QueueKey]:
+        data = self.backend.read_bytes(_REBUILD_MARKER)
+        if not data:
+            return []
+        try:
+            return [(str(t), int(q)) for t, q in msgspec.json.decode(data)]
+        except (msgspec.DecodeError, TypeError, ValueError):
+            return []
+
+    def rebuild_queues(self, wanted: dict[QueueKey, str]) -> None:
+        """Rebuild the consume queues ``wanted`` (with why) from the commitlog: every intact
+        record of each (topic, queue id) outside damaged ranges gets its entry again, at the
+        queue offset it carries. Where two records carry one queue offset the later wins (the
+        earlier one's send failed); where the commitlog has no record for an offset (damage)
+        the entry is a filler that reads skip. Synchronous; each rebuilt queue is synced, and a
+        marker file makes an interrupted rebuild run again at the next open."""
+        if not wanted:
+            return
+        marker = sorted(wanted)
+        self.backend.write_bytes(_REBUILD_MARKER, msgspec.json.encode(marker))
+        found = self._records_of(set(wanted))
+        for key in marker:
+            topic, queue_id = key
+            queue = self.consume_queues.get_or_create(topic, queue_id)
+            old_max = queue.max_offset if queue.problem is None else 0
+            first, entries, skipped = _queue_entries(found[key], old_max)
+            queue.rewrite(first, entries)
+            gaps = [first + i for i, entry in enumerate(entries) if entry == FILLER]
+            self._unbacked.update((topic, queue_id, logical) for logical in gaps)
+            self.queues_rebuilt.append((topic, queue_id, wanted[key]))
+            log.warning(
+                "consume queue %s/%d rebuilt from the commitlog (%s): %d entries from offset %d, "
+                "%d without a record (damaged), %d records with an impossible queue offset left out",
+                topic,
+                queue_id,
+                wanted[key],
+                len(entries),
+                first,
+                len(gaps),
+                skipped,
+            )
+        self.backend.remove(_REBUILD_MARKER)
+
+    def _records_of(self, keys: set[QueueKey]) -> dict[QueueKey, list[tuple[int, QueueEntry]]]:
+        """(queue offset, entry) of every intact record of the queues ``keys``, in log order."""
+        found: dict[QueueKey, list[tuple[int, QueueEntry]]] = {key: [] for key in keys}
+        topics = {topic.encode("utf-8") for topic, _ in keys}
+        end = self.commitlog.max_offset
+        crc_range = self.store_format.crc_range
+        for start in self.commitlog.segment_starts():
+            segment = self.commitlog.segment_for(start)[1]
+            view = segment.view[: max(0, min(segment.size, end - start))]
+            positions: list[int] = []
+            position = 0
+            while True:
+                _, _, stop = scan_records(
+                    view,
+                    position,
+                    base_offset=start,
+                    on_record=_collector(positions),
+                    record_crc_range=crc_range,
+                )
+                if stop.kind != "damage":
+                    break
+                resume = next_record_at(view, stop.position, start, record_crc_range=crc_range)
+                if resume is None:
+                    break
+                position = resume
+            for position in positions:
+                offset = start + position
+                if self.damaged and any(
+                    d.start_offset <= offset < d.end_offset for d in self.damaged
+                ):
+                    continue
+                fields = unpack_record(view, position)
+                tx_type = fields.sysflag & _TX_MASK
+                if fields.topic not in topics or tx_type not in (_TX_NOT, _TX_COMMIT):
+                    continue
+                key = (fields.topic.decode("utf-8"), fields.queue_id)
+                if key not in found:
+                    continue
+                record = self.commitlog.read(offset, check_crc=False)
+                code = self._queue_tags_code(key[0], record.properties, record.store_timestamp)
+                found[key].append((fields.queue_offset, (offset, fields.total_size, code)))
+        return found
+
+    def _report_missing_segments(self, report: RecoveryReport, confirmed: int) -> None:
+        """The checkpoint or a consume queue pointing past the commitlog's end means its last
+        segment(s) are gone; a gap in segment names, that one in the middle is."""
+        end = self.commitlog.max_offset
+        for gap_start, gap_end in self.commitlog.gaps:
+            report.missing_segments.append(
+                f"commitlog {paths.file_name_for_offset(gap_start)} ({gap_end - gap_start} "
+                f"bytes up to {paths.file_name_for_offset(gap_end)}) is missing"
+            )
+        if confirmed > end:
+            report.missing_segments.append(
+                f"the checkpoint confirms offset {confirmed} but the commitlog ends at {end}: "
+                f"segment {paths.file_name_for_offset(end - end % self.commitlog.segment_size)}"
+                " or later is missing"
+            )
+        for text in report.missing_segments:
+            log.warning("store %s: %s", self.backend.root or "(memory)", text)
 
     def _remember_damage(self, report: RecoveryReport) -> list[DamagedRange]:
         """Damage found now plus damage found by earlier recoveries (kept in storeFormat.json)
@@ -574,6 +709,10 @@ class MessageStore:
             if queue is None:
                 queue = self.consume_queues.get_or_create(topic, queue_id)
             queue_offset = queue.max_offset
+            if not queue.has_room(queue_offset):
+                # The entry's slot first: a full disk fails the send before the record is
+                # written, so no record is left without its entry and the offset is not reused.
+                queue.make_room(queue_offset)
         else:
             queue = None
             queue_offset = 0
@@ -611,18 +750,28 @@ class MessageStore:
             self.states.apply(decode_state_body(message.body, store_timestamp))
         return PutResult(offset, total_size, queue_offset, store_timestamp)
 
-    def _dispatch(self, record: MessageRecord) -> None:
-        """Build consume-queue, index and state entries for a record read back (recovery)."""
+    def _dispatch(self, record: MessageRecord, lacking: dict[QueueKey, str]) -> None:
+        """Build consume-queue, index and state entries for a record read back (recovery). A
+        queue that lacks the entries before the record's is noted in ``lacking`` (rebuild it)."""
         tx_type = record.sysflag & SysFlag.TRANSACTION_MASK
         if tx_type in (SysFlag.TRANSACTION_NOT_TYPE, SysFlag.TRANSACTION_COMMIT_TYPE):
-            queue = self.consume_queues.get_or_create(record.topic, record.queue_id)
-            if queue.max_physical_offset < record.physical_offset:
+            key = (record.topic, record.queue_id)
+            queue = self.consume_queues.get_or_create(*key)
+            if key in lacking:
+                pass
+            elif record.queue_offset > queue.max_offset:
+                lacking[key] = (
+                    f"record at {record.physical_offset} has queue offset "
+                    f"{record.queue_offset}, the queue ends at {queue.max_offset}"
+                )
+            elif queue.max_physical_offset < record.physical_offset:
                 code = self._queue_tags_code(
                     record.topic, record.properties, record.store_timestamp
                 )
                 if record.queue_offset < queue.max_offset:
-                    # The queue holds entries the commitlog no longer backs in that order.
-                    queue.truncate_from_physical(record.physical_offset)
+                    # A later record took this queue offset: the earlier one failed its send
+                    # (stores before the put path secured the slot first). The later one wins.
+                    queue.truncate_to_logical(record.queue_offset)
                 queue.put(record.queue_offset, record.physical_offset, record.total_size, code)
         if self.config.message_index_enable and tx_type != SysFlag.TRANSACTION_ROLLBACK_TYPE:
             self.index.put(
@@ -837,7 +986,39 @@ class MessageStore:
         Entries whose tags code is not in ``tags_codes`` (when given), whose message is not
         available (when ``only_available``) or which lie in a damaged range are skipped; the
         next offset moves past them. With ``verify_crc``, a record this process has not
-        checked yet (below ``checked_from``) is checked first and skipped if it fails."""
+        checked yet (below ``checked_from``) is checked first and skipped if it fails.
+
+        Every entry is checked against the record it points at (``_entry_mismatch``) before
+        anything else: a bad entry is never served nor skipped past; it is logged, the queue is
+        rebuilt from the commitlog (:meth:`rebuild_queues`) and the read done again."""
+        while True:
+            result = self._get_messages(
+                topic,
+                queue_id,
+                offset,
+                max_count,
+                tags_codes,
+                max_bytes,
+                only_available,
+                verify_crc,
+                group,
+            )
+            if result is not None:
+                return result
+
+    def _get_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        tags_codes: set[int] | None,
+        max_bytes: int,
+        only_available: bool,
+        verify_crc: bool,
+        group: str | None,
+    ) -> GetResult | None:
+        """One read of :meth:`get_messages`; None when a bad entry made it rebuild the queue."""
         queue = self.consume_queues.get(topic, queue_id)
         if queue is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0, [])
@@ -850,17 +1031,33 @@ class MessageStore:
             return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, low, high, [])
         if offset > high:
             return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, high, low, high, [])
+        topic_bytes = self._valid_topics.get(topic) or topic.encode("utf-8")
         messages: list[tuple[int, int, memoryview]] = []
         total_bytes = 0
         next_offset = offset
+        min_physical = self.commitlog.min_offset
         # Read a few more entries than asked, since filtered ones do not count.
         for physical, size, code in queue.get(offset, max(max_count * 4, 64)):
             if len(messages) >= max_count or (messages and total_bytes + size > max_bytes):
                 break
             queue_offset = next_offset
             next_offset += 1
-            if physical < self.commitlog.min_offset:
+            if physical < min_physical:
                 continue
+            if self.damaged and any(
+                d.start_offset <= physical < d.end_offset for d in self.damaged
+            ):
+                continue
+            try:
+                view = self.commitlog.view_at(physical, size)
+            except OffsetOutOfRangeError:
+                mismatch: str | None = f"size {size} at {physical} passes the end of written data"
+            else:
+                mismatch = _entry_mismatch(view, topic_bytes, queue_id, queue_offset, physical)
+            if mismatch is not None:
+                if self._bad_entry(topic, queue_id, queue_offset, physical, size, mismatch):
+                    return None
+                continue  # rebuilt already: no record backs this offset
             if tags_codes is not None and code not in tags_codes:
                 continue
             if (
@@ -868,11 +1065,6 @@ class MessageStore:
                 and self.states.state_of(physical, group) is not MessageState.AVAILABLE
             ):
                 continue
-            if self.damaged and any(
-                d.start_offset <= physical < d.end_offset for d in self.damaged
-            ):
-                continue
-            view = self.commitlog.view_at(physical, size)
             if (
                 verify_crc
                 and physical < self.checked_from
@@ -884,6 +1076,28 @@ class MessageStore:
             total_bytes += size
         status = GetStatus.FOUND if messages else GetStatus.NO_MATCHED_MESSAGE
         return GetResult(status, next_offset, low, high, messages)
+
+    def _bad_entry(
+        self, topic: str, queue_id: int, logical: int, physical: int, size: int, mismatch: str
+    ) -> bool:
+        """A read met an entry that disagrees with its record. Returns True when the queue was
+        rebuilt (read again), False when a rebuild already found no record for that offset."""
+        if (topic, queue_id, logical) in self._unbacked:
+            self.corrupt_reads += 1
+            return False
+        self.bad_entries += 1
+        self._unbacked.add((topic, queue_id, logical))  # rebuild once for it, not per read
+        log.warning(
+            "consume queue %s/%d: entry %d (physical offset %d, size %d) is not served: %s",
+            topic,
+            queue_id,
+            logical,
+            physical,
+            size,
+            mismatch,
+        )
+        self.rebuild_queues({(topic, queue_id): f"entry {logical} disagrees with its record"})
+        return True
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         queue = self.consume_queues.get(topic, queue_id)
@@ -961,6 +1175,74 @@ class MessageStore:
     @property
     def max_physical_offset(self) -> int:
         return self.commitlog.max_offset
+
+
+def _queue_entries(
+    found: list[tuple[int, QueueEntry]], old_max: int
+) -> tuple[int, list[QueueEntry], int]:
+    """A queue's entries from its records (queue offset, entry) in log order: (first logical
+    offset, entries, records left out). A later record takes the offset of an earlier one and
+    drops what came after it; a queue offset past both the old end and the next one is damage
+    the CRC did not cover (left out); offsets no record carries become fillers."""
+    by_offset: dict[int, QueueEntry] = {}
+    high = -1
+    skipped = 0
+    for queue_offset, entry in found:
+        if by_offset and queue_offset > max(old_max - 1, high + 1):
+            skipped += 1
+            continue
+        if queue_offset <= high:
+            for later in range(queue_offset + 1, high + 1):
+                by_offset.pop(later, None)
+        by_offset[queue_offset] = entry
+        high = queue_offset
+    if not by_offset:
+        return 0, [], skipped
+    first = min(by_offset)
+    return first, [by_offset.get(i, FILLER) for i in range(first, high + 1)], skipped
+
+
+def _entry_mismatch(
+    view: memoryview, topic: bytes, queue_id: int, queue_offset: int, physical: int
+) -> str | None:
+    """What disagrees between a consume-queue entry (``view``: its size at its offset) and the
+    record there, or None. Checks the record starts there and is that long, and names the
+    entry's place: PHYSICALOFFSET, topic, queue id and queue offset."""
+    n = len(view)
+    if n >= _ENTRY_HEAD.size + 3:
+        total, magic, got_queue, got_offset, got_physical, sysflag, body_len = (
+            _ENTRY_HEAD.unpack_from(view, 0)
+        )
+        if magic == MAGIC_V1 and not sysflag & HOSTS_V6 and total == n:
+            topic_at = BODY_AT_V4 + body_len
+            if body_len < 0 or topic_at + 1 > n:
+                return f"body length {body_len} overruns the record"
+            got_topic = bytes(view[topic_at + 1 : topic_at + 1 + view[topic_at]])
+            return _place_mismatch(
+                (got_physical, got_topic, got_queue, got_offset),
+                (physical, topic, queue_id, queue_offset),
+            )
+    try:
+        fields = unpack_record(view, 0)
+    except CorruptRecordError as error:
+        return f"no record starts there ({error.reason})"
+    if fields.total_size != n:
+        return f"entry size {n}, record TOTALSIZE {fields.total_size}"
+    return _place_mismatch(
+        (fields.physical_offset, fields.topic, fields.queue_id, fields.queue_offset),
+        (physical, topic, queue_id, queue_offset),
+    )
+
+
+def _place_mismatch(
+    got: tuple[int, bytes, int, int], want: tuple[int, bytes, int, int]
+) -> str | None:
+    for name, have, expected in zip(
+        ("PHYSICALOFFSET", "topic", "queue id", "queue offset"), got, want, strict=True
+    ):
+        if have != expected:
+            return f"record {name} is {have!r}, the entry's is {expected!r}"
+    return None
 
 
 def _collector(positions: list[int]) -> Callable[[int, int], None]:

@@ -86,7 +86,21 @@ class RecoveryReport:
     damaged: list[DamagedRange] = field(default_factory=list)
     foreign_files: list[str] = field(default_factory=list)
     index_rebuilt: str | None = None  # why the index was unreadable and rebuilt
+    queues_rebuilt: list[str] = field(default_factory=list)  # "topic/queue: why"
+    missing_segments: list[str] = field(default_factory=list)  # commitlog files found missing
+    store_format_rederived: str | None = None  # where the record-CRC range came from instead
     seconds: float = 0.0
+
+    @property
+    def needs_attention(self) -> bool:
+        """Whether an operator should see this report (a broker logs it at WARNING)."""
+        return bool(
+            self.damaged
+            or self.torn_tail
+            or self.queues_rebuilt
+            or self.missing_segments
+            or self.store_format_rederived
+        )
 
     def summary(self) -> str:
         kind = "abnormal (no clean shutdown)" if self.abnormal else "normal"
@@ -105,6 +119,12 @@ class RecoveryReport:
             text += f"; {self.consume_queue_entries_dropped} consume-queue entries dropped"
         if self.index_rebuilt:
             text += f"; index rebuilt from the commitlog ({self.index_rebuilt})"
+        for queue in self.queues_rebuilt:
+            text += f"; consume queue rebuilt from the commitlog: {queue}"
+        for missing in self.missing_segments:
+            text += f"; MISSING {missing}"
+        if self.store_format_rederived:
+            text += f"; storeFormat.json lost: {self.store_format_rederived}"
         if self.foreign_files:
             text += f"; not segments (ignored): {', '.join(self.foreign_files)}"
         return text
