@@ -1,16 +1,25 @@
-"""The gRPC front-end's life cycle: a ``grpc.aio`` server inside the broker's event loop."""
+"""The gRPC front-end's life cycle: a ``grpc.aio`` server inside the broker's event loop.
+
+The service's handlers are registered here rather than by the generated
+``add_MessagingServiceServicer_to_server``: a request body that is not the method's protobuf
+would make the generated deserializer raise inside ``grpc.aio``, which logs a traceback and
+answers UNKNOWN for every such call. Here the body is parsed leniently and a malformed one is
+answered INVALID_ARGUMENT with one log line, for unary calls and for a message of a stream.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
+from collections.abc import AsyncIterator, Callable
+from typing import Any, NoReturn
 
 from pocketmq.broker.core import BrokerCore
 from pocketmq.broker.grpc.service import GrpcSettings, MessagingService
-from pocketmq.broker.grpc.stubs import service_pb2_grpc
+from pocketmq.broker.grpc.stubs import service_pb2
 
-__all__ = ["GrpcFrontend", "GrpcSettings"]
+__all__ = ["GrpcFrontend", "GrpcSettings", "checked_handler"]
 
 log = logging.getLogger("pocketmq.grpc")
 
@@ -18,6 +27,124 @@ log = logging.getLogger("pocketmq.grpc")
 MESSAGE_SIZE_MAX = 16 * 1024 * 1024
 CONCURRENT_STREAMS_MAX = 1000  # per connection: receives are long polls, keep them bounded
 HOUSEKEEPING_S = 10.0
+SERVICE_NAME = "MessagingService"
+
+
+class Malformed:
+    """What the lenient deserializer hands on for a body that is not the method's protobuf."""
+
+    __slots__ = ("reason",)
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+def _lenient(message_type: Any) -> Callable[[bytes], Any]:
+    parse = message_type.FromString
+
+    def deserialize(data: bytes) -> Any:
+        try:
+            return parse(data)
+        except Exception as error:  # protobuf's DecodeError, or whatever a broken body raises
+            return Malformed(str(error) or type(error).__name__)
+
+    return deserialize
+
+
+async def _refuse(method: str, context: Any, bad: Malformed) -> NoReturn:
+    import grpc
+
+    log.warning("gRPC %s from %s: malformed request: %s", method, context.peer(), bad.reason)
+    await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed request: {bad.reason}")
+    raise AssertionError("context.abort returned")  # it always raises
+
+
+async def _until_malformed(
+    requests: AsyncIterator[Any], found: list[Malformed]
+) -> AsyncIterator[Any]:
+    """The messages of a request stream up to the first malformed one (kept in ``found``):
+    the handler sees the stream end there and finishes; the call is then refused."""
+    async for request in requests:
+        if type(request) is Malformed:
+            found.append(request)
+            return
+        yield request
+
+
+def _unary_unary(name: str, behaviour: Callable[..., Any]) -> Callable[..., Any]:
+    async def handle(request: Any, context: Any) -> Any:
+        if type(request) is Malformed:
+            await _refuse(name, context, request)
+        return await behaviour(request, context)
+
+    return handle
+
+
+def _unary_stream(name: str, behaviour: Callable[..., Any]) -> Callable[..., Any]:
+    async def handle(request: Any, context: Any) -> AsyncIterator[Any]:
+        if type(request) is Malformed:
+            await _refuse(name, context, request)
+        async for response in behaviour(request, context):
+            yield response
+
+    return handle
+
+
+def _stream_unary(name: str, behaviour: Callable[..., Any]) -> Callable[..., Any]:
+    async def handle(requests: AsyncIterator[Any], context: Any) -> Any:
+        found: list[Malformed] = []
+        response = await behaviour(_until_malformed(requests, found), context)
+        if found:
+            await _refuse(name, context, found[0])
+        return response
+
+    return handle
+
+
+def _stream_stream(name: str, behaviour: Callable[..., Any]) -> Callable[..., Any]:
+    async def handle(requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
+        found: list[Malformed] = []
+        async for response in behaviour(_until_malformed(requests, found), context):
+            yield response
+        if found:
+            await _refuse(name, context, found[0])
+
+    return handle
+
+
+def checked_handler(servicer: Any) -> Any:
+    """The ``grpc.GenericRpcHandler`` of every method of ``apache.rocketmq.v2.MessagingService``
+    on ``servicer``, each parsing its requests leniently (see the module's docstring)."""
+    import grpc
+
+    service = service_pb2.DESCRIPTOR.services_by_name[SERVICE_NAME]
+    handlers: dict[str, Any] = {}
+    for method in service.methods:
+        name = method.name
+        behaviour = getattr(servicer, name)
+        request_type = getattr(service_pb2, method.input_type.name)
+        response_type = getattr(service_pb2, method.output_type.name)
+        codec = {
+            "request_deserializer": _lenient(request_type),
+            "response_serializer": response_type.SerializeToString,
+        }
+        if method.client_streaming and method.server_streaming:
+            handlers[name] = grpc.stream_stream_rpc_method_handler(
+                _stream_stream(name, behaviour), **codec
+            )
+        elif method.client_streaming:
+            handlers[name] = grpc.stream_unary_rpc_method_handler(
+                _stream_unary(name, behaviour), **codec
+            )
+        elif method.server_streaming:
+            handlers[name] = grpc.unary_stream_rpc_method_handler(
+                _unary_stream(name, behaviour), **codec
+            )
+        else:
+            handlers[name] = grpc.unary_unary_rpc_method_handler(
+                _unary_unary(name, behaviour), **codec
+            )
+    return grpc.method_handlers_generic_handler(service.full_name, handlers)
 
 
 class GrpcFrontend:
@@ -35,7 +162,7 @@ class GrpcFrontend:
                 ("grpc.so_reuseport", 0),
             ]
         )
-        service_pb2_grpc.add_MessagingServiceServicer_to_server(self.service, self.server)
+        self.server.add_generic_rpc_handlers((checked_handler(self.service),))
         self._housekeeping: asyncio.Task[None] | None = None
 
     @property

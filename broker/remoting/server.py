@@ -11,21 +11,32 @@ synchronously while one read is processed are written together in one ``writelin
 
 One client's mistake never stops the server: a malformed frame closes that connection only; an
 unknown request code gets REQUEST_CODE_NOT_SUPPORTED; a handler that raises gets SYSTEM_ERROR.
+
+Hostile clients are bounded by ``ServerLimits``, each a named limit: bytes held in frames not
+yet whole, all connections together (past it the frames that began first go); a deadline per
+frame from its first byte (bytes trickling in do not extend it: slowloris); a first frame due
+soon after connecting; an idle timeout counted from the last whole frame, not the last byte;
+and, at the connection cap, the oldest connection that never sent a whole frame makes room for
+the new one. Closes for a limit are counted (``RemotingServer.closed_by``) and logged at most
+once per ``warning_interval_s`` per limit, with how many and the last address.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import itertools
 import logging
-from collections.abc import Awaitable, Callable
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Final
 
 from pocketmq.broker.protocol import FRAME_SIZE_MAX, RemotingCommand
+from pocketmq.broker.protocol.errors import RemoteProtocolError
 from pocketmq.broker.protocol.session import RemotingSession
 
 __all__ = ["Connection", "Handler", "RemotingServer", "ServerLimits"]
@@ -53,7 +64,45 @@ class ServerLimits:
     requests_in_flight_max: int = 1024
     # Bytes waiting in one connection's write buffer before reading from it pauses.
     write_buffer_high: int = 8 * 1024 * 1024
-    idle_timeout_s: float = 120.0  # RocketMQ serverChannelMaxIdleTimeSeconds
+    # RocketMQ serverChannelMaxIdleTimeSeconds; counted from the last whole frame received
+    # (a byte now and then does not keep a connection alive), never while requests are held.
+    idle_timeout_s: float = 120.0
+    # Bytes held in frames not yet whole, all connections of this server together. Each frame
+    # may be 16 MiB, so 4,096 half-sent ones would hold 64 GiB; past this cap the connections
+    # whose partial frames began first are closed until the rest fits.
+    buffered_bytes_max: int = 256 * 1024 * 1024
+    # A frame must be whole this long after its first byte arrived (slowloris).
+    frame_timeout_s: float = 30.0
+    # A new connection must send a whole frame this soon; until then it is the first to make
+    # room when connections reach connections_max.
+    first_request_timeout_s: float = 15.0
+    # At most one log line per limit this often (a flood of closes is one line with a count).
+    warning_interval_s: float = 10.0
+
+    @classmethod
+    def with_settings(
+        cls, settings: Iterable[str], base: ServerLimits | None = None
+    ) -> ServerLimits:
+        """``base`` (default: the defaults) with ``name=value`` settings applied, e.g.
+        ``["frame_timeout_s=5", "connections_max=100"]`` (``pocketmq ... --limit``);
+        ``ValueError`` names an unknown limit or a value that is not a positive number."""
+        base = base or cls()
+        names = [field.name for field in dataclasses.fields(cls)]
+        values: dict[str, int | float] = {}
+        for setting in settings:
+            name, sep, text = setting.partition("=")
+            name = name.strip().replace("-", "_")
+            if not sep or name not in names:
+                raise ValueError(f"{setting!r}: not name=value with a name of {', '.join(names)}")
+            kind = type(getattr(base, name))
+            try:
+                value = kind(text.strip())
+            except ValueError:
+                raise ValueError(f"{name}: {text!r} is not a {kind.__name__}") from None
+            if not value > 0:
+                raise ValueError(f"{name}: {text!r} is not more than 0")
+            values[name] = value
+        return dataclasses.replace(base, **values)
 
 
 class Connection(asyncio.Protocol):
@@ -78,7 +127,15 @@ class Connection(asyncio.Protocol):
         self._reading_paused = False
         self._write_paused = False
         self._tasks: set[asyncio.Task[None]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # loop times: connected, the last whole frame received, the first byte of the frame
+        # still partial (None: none is)
+        self.connected_at = 0.0
         self.last_activity = 0.0
+        self.frame_started: float | None = None
+        self.served = False  # a whole frame has arrived
+        self.buffered = 0  # bytes of the partial frame, as counted in the server's total
+        self._released = False  # taken out of the server's accounting
 
     # -- asyncio.Protocol -------------------------------------------------------------------
 
@@ -88,16 +145,41 @@ class Connection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         self.remote_address = f"{peer[0]}:{peer[1]}" if peer else "?"
         transport.set_write_buffer_limits(high=self.server.limits.write_buffer_high)  # type: ignore[attr-defined]
-        self.last_activity = asyncio.get_running_loop().time()
+        self._loop = loop = asyncio.get_running_loop()
+        self.connected_at = self.last_activity = loop.time()
         self.server._connection_made(self)
 
     def data_received(self, data: bytes) -> None:
-        self.last_activity = asyncio.get_running_loop().time()
-        requests, answers, error = self.session.receive_data(data)
+        if self.closed:  # closed by a limit: what was still in flight is dropped
+            return
+        session = self.session
+        requests, answers, error = session.receive_data(data)
         if error is not None:
             log.warning("closing %s: %s", self.remote_address, error)
+            self.server.closed_by["malformed"] += 1
             self.close()
             return
+        buffered = session.buffered_bytes
+        if requests or answers:
+            # Only whole frames count as activity; what is left starts a new frame now.
+            now = self._loop.time()  # type: ignore[union-attr]
+            self.last_activity = now
+            self.frame_started = now if buffered else None
+            if not self.served:
+                self.served = True
+                self.server._served(self)
+        elif buffered and self.frame_started is None:
+            self.frame_started = self._loop.time()  # type: ignore[union-attr]
+        if buffered != self.buffered:
+            server = self.server
+            server.buffered_bytes += buffered - self.buffered
+            self.buffered = buffered
+            if server.buffered_bytes > server.limits.buffered_bytes_max:
+                server._over_buffer_cap()
+                if self.closed:
+                    return
+            if server.buffered_bytes > server.buffered_bytes_peak:
+                server.buffered_bytes_peak = server.buffered_bytes
         for waiter, response in answers:
             if not waiter.done():
                 waiter.set_result(response)
@@ -184,9 +266,16 @@ class Connection(asyncio.Protocol):
         self._update_reading()
 
     def _handler_failed(self, request: RemotingCommand, error: Exception) -> None:
-        log.exception(
-            "request code %s from %s failed", request.code, self.remote_address, exc_info=error
-        )
+        if isinstance(error, RemoteProtocolError):
+            # The client's fault (a header field missing or unparsable, a body that does not
+            # decode): one line, no traceback.
+            log.warning(
+                "request code %s from %s refused: %s", request.code, self.remote_address, error
+            )
+        else:
+            log.exception(
+                "request code %s from %s failed", request.code, self.remote_address, exc_info=error
+            )
         self.send_response(
             request, self.session.failed(request, f"{type(error).__name__}: {error}")
         )
@@ -203,6 +292,9 @@ class Connection(asyncio.Protocol):
         elif not should_pause and self._reading_paused:
             self.transport.resume_reading()
             self._reading_paused = False
+            if self.frame_started is not None:
+                # The frame could not arrive while we did not read: its deadline starts again.
+                self.frame_started = asyncio.get_running_loop().time()
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -254,7 +346,27 @@ class Connection(asyncio.Protocol):
     def close(self) -> None:
         if self.transport is not None and not self.closed:
             self.closed = True
+            self.server._connection_closing(self)
             self.transport.close()
+
+
+# Why a connection was closed by the server (RemotingServer.closed_by keys), and how it is logged.
+_CLOSE_REASONS: Final = {
+    "frame_timeout": "whose frame was not whole {limit} s after its first byte",
+    "first_request_timeout": "that sent no whole frame within {limit} s",
+    "idle": "idle for {limit} s",
+    "buffered_bytes": "to keep partial frames under {limit} bytes in all",
+    "evicted": "that had sent no whole frame, to admit new ones at {limit} connections",
+    "refused": "at {limit} connections, none of them idle",
+}
+_LIMIT_OF: Final = {
+    "frame_timeout": "frame_timeout_s",
+    "first_request_timeout": "first_request_timeout_s",
+    "idle": "idle_timeout_s",
+    "buffered_bytes": "buffered_bytes_max",
+    "evicted": "connections_max",
+    "refused": "connections_max",
+}
 
 
 class RemotingServer:
@@ -273,6 +385,17 @@ class RemotingServer:
         self.limits = limits or ServerLimits()
         self.on_disconnect = on_disconnect
         self.connections: set[Connection] = set()
+        # Bytes of partial frames, all connections together (kept by the connections).
+        self.buffered_bytes = 0
+        self.buffered_bytes_peak = 0  # the most held once the cap was enforced
+        # Connections closed by the server, by reason (the keys of _CLOSE_REASONS, "malformed").
+        self.closed_by: Counter[str] = Counter()
+        # Connections without a whole frame yet, oldest first: the first to make room.
+        self._unserved: dict[Connection, None] = {}
+        self._closing = 0  # connections we closed whose connection_lost has not come yet
+        self._unlogged: Counter[str] = Counter()  # closes not logged yet, by reason
+        self._last_address: dict[str, str] = {}
+        self._logged_at: dict[str, float] = {}
         self._server: asyncio.Server | None = None
         self._idle_task: asyncio.Task[None] | None = None
         self.port = 0
@@ -283,39 +406,137 @@ class RemotingServer:
             lambda: Connection(self), host, port, reuse_address=True
         )
         self.port = self._server.sockets[0].getsockname()[1]
-        self._idle_task = asyncio.create_task(self._close_idle(), name=f"{self.name}-idle")
+        self._idle_task = asyncio.create_task(self._housekeeping(), name=f"{self.name}-limits")
         return self.port
 
+    @property
+    def open_connections(self) -> int:
+        """Connections open and not being closed by us."""
+        return len(self.connections) - self._closing
+
     def _connection_made(self, connection: Connection) -> None:
-        if len(self.connections) >= self.limits.connections_max:
-            log.warning(
-                "%s: refusing %s: %d connections open",
-                self.name,
-                connection.remote_address,
-                len(self.connections),
-            )
-            connection.close()
-            return
+        if self.open_connections >= self.limits.connections_max:
+            victim = self._room_for_one()
+            if victim is None:
+                self._closed_for("refused", connection)
+                return
+            self._closed_for("evicted", victim)
         self.connections.add(connection)
+        self._unserved[connection] = None
+
+    def _room_for_one(self) -> Connection | None:
+        """The connection to close for a new one: the oldest that never sent a whole frame,
+        else the one idle longest with no request in hand; None if every one is busy."""
+        for connection in self._unserved:
+            return connection
+        idle = [c for c in self.connections if not c.closed and not c._in_flight]
+        return min(idle, key=lambda c: c.last_activity) if idle else None
+
+    def _served(self, connection: Connection) -> None:
+        self._unserved.pop(connection, None)
+
+    def _release(self, connection: Connection) -> bool:
+        """Take ``connection`` out of the accounting, once; True if this call did."""
+        if connection._released:
+            return False
+        connection._released = True
+        self.buffered_bytes -= connection.buffered
+        connection.buffered = 0
+        self._unserved.pop(connection, None)
+        return True
+
+    def _connection_closing(self, connection: Connection) -> None:
+        if connection in self.connections and self._release(connection):
+            self._closing += 1
 
     def _connection_lost(self, connection: Connection) -> None:
         if connection in self.connections:
             self.connections.discard(connection)
+            if not self._release(connection):  # released when we closed it
+                self._closing -= 1
             if self.on_disconnect is not None:
                 try:
                     self.on_disconnect(connection)
                 except Exception:
                     log.exception("%s: disconnect handler failed", self.name)
 
-    async def _close_idle(self) -> None:
+    def _over_buffer_cap(self) -> None:
+        """Partial frames hold more than the cap: close the connections whose frames began
+        first (a quick client's frame is younger than an attacker's held ones) until under."""
+        holders = sorted(
+            (c for c in self.connections if c.buffered and not c.closed),
+            key=lambda c: c.frame_started or 0.0,
+        )
+        for connection in holders:
+            if self.buffered_bytes <= self.limits.buffered_bytes_max:
+                break
+            self._closed_for("buffered_bytes", connection)
+
+    def _closed_for(self, reason: str, connection: Connection) -> None:
+        connection.close()
+        self.closed_by[reason] += 1
+        self._unlogged[reason] += 1
+        self._last_address[reason] = connection.remote_address
+        self._log_closes(reason)
+
+    def _log_closes(self, reason: str) -> None:
+        """One line for the closes of ``reason`` not logged yet, at most once per interval."""
+        count = self._unlogged[reason]
+        if not count:
+            return
+        now = asyncio.get_running_loop().time()
+        last = self._logged_at.get(reason)
+        if last is not None and now - last < self.limits.warning_interval_s:
+            return
+        self._logged_at[reason] = now
+        del self._unlogged[reason]
+        level = logging.INFO if reason == "idle" else logging.WARNING
+        what = _CLOSE_REASONS[reason].format(limit=getattr(self.limits, _LIMIT_OF[reason]))
+        log.log(
+            level,
+            "%s: %s %d connection%s %s (last: %s)",
+            self.name,
+            "refused" if reason == "refused" else "closed",
+            count,
+            "" if count == 1 else "s",
+            what,
+            self._last_address[reason],
+        )
+
+    def sweep(self, now: float) -> None:
+        """Close the connections past a deadline at loop time ``now`` (run by housekeeping)."""
+        limits = self.limits
+        frame_deadline = now - limits.frame_timeout_s
+        first_deadline = now - limits.first_request_timeout_s
+        idle_deadline = now - limits.idle_timeout_s
+        for connection in list(self.connections):
+            if connection.closed:
+                continue
+            started = connection.frame_started
+            if started is not None:
+                if started < frame_deadline and not connection._reading_paused:
+                    self._closed_for("frame_timeout", connection)
+            elif not connection.served:
+                if connection.connected_at < first_deadline:
+                    self._closed_for("first_request_timeout", connection)
+            elif connection.last_activity < idle_deadline and not connection._in_flight:
+                self._closed_for("idle", connection)
+        for reason in list(self._unlogged):
+            self._log_closes(reason)
+
+    async def _housekeeping(self) -> None:
         loop = asyncio.get_running_loop()
+        limits = self.limits
+        shortest = min(
+            limits.frame_timeout_s, limits.first_request_timeout_s, limits.idle_timeout_s
+        )
+        interval = max(0.05, min(1.0, shortest / 4))
         while True:
-            await asyncio.sleep(min(10.0, self.limits.idle_timeout_s))
-            deadline = loop.time() - self.limits.idle_timeout_s
-            for connection in list(self.connections):
-                if connection.last_activity < deadline and not connection._in_flight:
-                    log.info("%s: closing idle connection %s", self.name, connection.remote_address)
-                    connection.close()
+            await asyncio.sleep(interval)
+            try:
+                self.sweep(loop.time())
+            except Exception:  # a bug here must not end the sweeping for good
+                log.exception("%s: connection housekeeping failed", self.name)
 
     async def close(self) -> None:
         if self._idle_task is not None:
