@@ -33,8 +33,10 @@ from pocketmq.broker.protocol.headers import (
     UnregisterBrokerRequestHeader,
     encode_json_body,
 )
+from pocketmq.broker.protocol.signing import sign_fields
 from pocketmq.broker.remoting.client import OutboundConnection
 from pocketmq.broker.remoting.server import Connection, Handler, RemotingServer, ServerLimits
+from pocketmq.broker.services.acl import AccessControl, Account
 from pocketmq.broker.services.clients import Channel, ClientRegistry
 from pocketmq.broker.services.clock import (
     Clock,
@@ -51,7 +53,11 @@ from pocketmq.broker.services.offsets import OffsetManager
 from pocketmq.broker.services.pop import PopService
 from pocketmq.broker.services.pull import PullService
 from pocketmq.broker.services.queries import MessageQueries
-from pocketmq.broker.services.retention import RetentionPolicy, RetentionService
+from pocketmq.broker.services.retention import (
+    RetentionPolicy,
+    RetentionService,
+    broker_readers,
+)
 from pocketmq.broker.services.retry import RetryService
 from pocketmq.broker.services.schedule import ScheduleService
 from pocketmq.broker.services.send import SendService
@@ -65,9 +71,32 @@ from pocketmq.store.record import Host
 if TYPE_CHECKING:
     from pocketmq.broker.grpc.server import GrpcFrontend
 
-__all__ = ["Broker"]
+__all__ = ["Broker", "access_control"]
 
 log = logging.getLogger("pocketmq.broker")
+
+
+def access_control(config: BrokerConfig) -> AccessControl | None:
+    """The ACL a config asks for (``acl_file``, ``access_keys`` as admin accounts), or None:
+    open. ``AclFileError`` (one line) for a file that cannot be used."""
+    if config.acl_file is not None:
+        extra = [Account(ak, sk, admin=True) for ak, sk in config.access_keys.items()]
+        return AccessControl.load(config.acl_file, extra)
+    if config.access_keys:
+        return AccessControl.from_keys(config.access_keys)
+    return None
+
+
+def _access_checked(acl: AccessControl, handler: Handler) -> Handler:
+    """Run ``handler`` only for a request the ACL lets through; else NO_PERMISSION."""
+
+    def run(request: RemotingCommand, connection: Connection) -> object:
+        remark = acl.check_remoting(request, connection.remote_address)
+        if remark is not None:
+            return request.make_response(ResponseCode.NO_PERMISSION, remark)
+        return handler(request, connection)
+
+    return run  # type: ignore[return-value]
 
 
 class Broker(BrokerCore):
@@ -96,7 +125,10 @@ class Broker(BrokerCore):
             if store is not None:
                 config.data_dir = Path(store)
         self.config = config
-        self.embedded_namesrv: NameServer | None = NameServer() if namesrv else None
+        # Read first: a bad ACL file stops the broker before it listens anywhere.
+        self.acl = access_control(config)
+        guard = self.acl.check_remoting if self.acl is not None else None
+        self.embedded_namesrv: NameServer | None = NameServer(guard=guard) if namesrv else None
         self.clock = clock or SystemClock()
         self.clock_ms: Callable[[], int] = self.clock.now_ms
         self.scheduler = Scheduler(self.clock)
@@ -256,9 +288,12 @@ class Broker(BrokerCore):
                 disk_space_clean_forcibly_ratio=config.disk_space_clean_forcibly_ratio,
                 disk_space_warning_level_ratio=config.disk_space_warning_level_ratio,
                 delete_file_batch_max=config.delete_file_batch_max,
+                clean_file_forcibly=config.clean_file_forcibly,
             ),
             self.clock_ms,
-            RetentionService.disk_usage_of(config.data_dir) if config.data_dir else (lambda: None),
+            self.send.disk.probe,
+            readers=broker_readers(self.offsets, self.schedule, self.timer),
+            guard=self.send.disk,  # one guard: one WARNING, one refusal for every front
         )
         self.scheduler.after_advance = self.retention.run
         self.scheduler.start()
@@ -279,16 +314,21 @@ class Broker(BrokerCore):
         )
 
     def _say_who_may_connect(self) -> None:
-        """pocketmq has no ACL on the remoting protocol yet: say so at start, plainly."""
+        """Say at start who may connect: the ACL's accounts, or that the broker is open."""
         config = self.config
         loopback = config.host in ("127.0.0.1", "::1", "localhost")
-        if config.access_keys:
-            log.warning(
-                "access keys protect the gRPC front only: the remoting port %s (and the name "
-                "server) accept every client, admin requests included%s",
+        if self.acl is not None:
+            log.info(
+                "ACL on (%s): the remoting port %s, the gRPC front and the embedded name "
+                "server take only signed requests of these accounts",
+                self.acl.summary(),
                 config.address,
-                "" if loopback else "; it listens beyond this machine",
             )
+            if self.acl.an_admin is None and config.namesrv_addrs:
+                log.warning(
+                    "the ACL has no admin account: registrations with the name servers go "
+                    "unsigned and a name server with ACL refuses them"
+                )
         elif not loopback:
             log.warning(
                 "no access control, listening on %s: anyone who can reach it may send, consume "
@@ -338,7 +378,7 @@ class Broker(BrokerCore):
                 port=config.grpc_port,
                 advertised_host=config.advertised_host or config.host,
                 auto_create_topics=config.grpc_auto_create_topics,
-                credentials=dict(config.access_keys),
+                acl=self.acl,
             ),
         )
         config.grpc_port = await self.grpc.start()
@@ -399,7 +439,10 @@ class Broker(BrokerCore):
             RequestCode.POCKETMQ_MESSAGE_INFO: inspect.handle_message_info,
             RequestCode.POCKETMQ_DLQ: inspect.handle_dlq,
         }
-        return {code: functools.partial(handler, self) for code, handler in table.items()}  # type: ignore[misc]
+        handlers = {code: functools.partial(handler, self) for code, handler in table.items()}
+        if self.acl is None:
+            return handlers  # type: ignore[return-value]
+        return {code: _access_checked(self.acl, h) for code, h in handlers.items()}  # type: ignore[arg-type]
 
     def _disconnected(self, connection: Connection) -> None:
         self.clients.connection_lost(connection)
@@ -476,14 +519,26 @@ class Broker(BrokerCore):
         body = encode_json_body(
             RegisterBrokerBody(topic_config_serialize_wrapper=self.topics.wrapper())
         )
-        request = RemotingCommand(
-            code=RequestCode.REGISTER_BROKER,
-            ext_fields=self._registration_header().to_ext_fields(),
-            body=body,
+        request = self._signed(
+            RemotingCommand(
+                code=RequestCode.REGISTER_BROKER,
+                ext_fields=self._registration_header().to_ext_fields(),
+                body=body,
+            )
         )
         response = await connection.request(request)
         if response.code != ResponseCode.SUCCESS:
             log.warning("name server refused registration: %s %s", response.code, response.remark)
+
+    def _signed(self, request: RemotingCommand) -> RemotingCommand:
+        """Sign a request to a name server with an admin account of the ACL (a name server
+        with ACL takes (un)registrations from admin accounts only)."""
+        admin = self.acl.an_admin if self.acl is not None else None
+        if admin is not None:
+            request.ext_fields = sign_fields(
+                request.ext_fields, request.body, admin.access_key, admin.secret_key
+            )
+        return request
 
     async def _unregister(self) -> None:
         config = self.config
@@ -500,8 +555,11 @@ class Broker(BrokerCore):
             try:
                 async with asyncio.timeout(1.0):
                     await connection.request(
-                        RemotingCommand(
-                            code=RequestCode.UNREGISTER_BROKER, ext_fields=header.to_ext_fields()
+                        self._signed(
+                            RemotingCommand(
+                                code=RequestCode.UNREGISTER_BROKER,
+                                ext_fields=header.to_ext_fields(),
+                            )
                         )
                     )
             except (OSError, TimeoutError, ConnectionError) as error:

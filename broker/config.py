@@ -50,6 +50,9 @@ class BrokerConfig(msgspec.Struct, kw_only=True):
     disk_max_used_space_ratio: int = 75  # diskMaxUsedSpaceRatio
     disk_space_clean_forcibly_ratio: int = 85  # diskSpaceCleanForciblyRatio
     disk_space_warning_level_ratio: int = 90  # diskSpaceWarningLevelRatio: writes refused
+    # cleanFileForciblyEnable (on in RocketMQ): past the forcible ratio, delete segments whose
+    # messages are unexpired and unread. Off: such messages are kept, writes refused instead.
+    clean_file_forcibly: bool = False
     delete_file_batch_max: int = 10  # deleteFileBatchMax
     clean_resource_interval_s: float = 10.0  # cleanResourceInterval
     transaction_timeout_ms: int = 6000  # transactionTimeOut: the first check, after birth
@@ -63,8 +66,11 @@ class BrokerConfig(msgspec.Struct, kw_only=True):
     # Create a topic a gRPC client asks a route for (message type MIXED). RocketMQ's proxy
     # never does: off by default, so an unknown topic is TOPIC_NOT_FOUND as there.
     grpc_auto_create_topics: bool = False
-    # Access key -> secret key. When set, every gRPC call must be signed (MQv2-HMAC-SHA1).
+    # Access key -> secret key: each an admin account of the ACL (``--access-key``).
     access_keys: dict[str, str] = {}
+    # RocketMQ's plain_acl.yml (accounts, permissions, white addresses). With it or with
+    # access_keys, every front (remoting, name server, gRPC) checks each request.
+    acl_file: Path | None = None
 
     @property
     def address(self) -> str:

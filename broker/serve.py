@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import logging
 import signal
 import sys
 
-from pocketmq.broker.app import Broker
+from pocketmq.broker.app import Broker, access_control
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.namesrv import NameServer
+from pocketmq.broker.services.acl import AccessControl
 from pocketmq.broker.services.clock import Clock
 
 __all__ = ["run_broker", "run_namesrv", "run_standalone"]
@@ -47,8 +49,11 @@ async def _ready_until_stopped(line: str) -> None:
     await stop.wait()
 
 
-async def run_namesrv(host: str, port: int) -> None:
-    server = NameServer()
+async def run_namesrv(host: str, port: int, acl: AccessControl | None = None) -> None:
+    """A name server; with ``acl``, every request is checked by it (``broker/services/acl.py``)."""
+    server = NameServer(guard=acl.check_remoting if acl is not None else None)
+    if acl is not None:
+        logging.getLogger("pocketmq.namesrv").info("ACL on (%s)", acl.summary())
     port = await server.start(host, port)
     try:
         await _ready_until_stopped(f"pocketmq namesrv ready on {host}:{port}")
@@ -68,8 +73,10 @@ async def run_broker(config: BrokerConfig, clock: Clock | None = None) -> None:
 async def run_standalone(
     config: BrokerConfig, namesrv_host: str, namesrv_port: int, clock: Clock | None = None
 ) -> None:
-    """Name server and broker in one process, the broker registered with the name server."""
-    server = NameServer()
+    """Name server and broker in one process, the broker registered with the name server;
+    both check requests with the ACL the config asks for."""
+    acl = access_control(config)
+    server = NameServer(guard=acl.check_remoting if acl is not None else None)
     namesrv_port = await server.start(namesrv_host, namesrv_port)
     config.namesrv_addrs = [f"{namesrv_host}:{namesrv_port}"]
     try:

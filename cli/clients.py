@@ -58,7 +58,18 @@ def _run(coroutine: Coroutine[Any, Any, int], namesrv: str) -> int:
 def _admin(args: argparse.Namespace) -> Any:
     from pocketmq.client.admin import Admin
 
-    return Admin(args.namesrv)
+    return Admin(args.namesrv, credentials=_credentials(args))
+
+
+def _credentials(args: argparse.Namespace) -> Any:
+    """``--access-key/--secret-key`` (or $POCKETMQ_ACCESS_KEY / $POCKETMQ_SECRET_KEY): the
+    account requests are signed with, for servers with ACL; None: unsigned."""
+    from pocketmq.client.connection import Credentials
+
+    access_key, secret_key = args.access_key, args.secret_key
+    if bool(access_key) != bool(secret_key):
+        raise UsageError("--access-key and --secret-key go together")
+    return Credentials(access_key, secret_key) if access_key and secret_key else None
 
 
 # -- send and consume ---------------------------------------------------------------------------
@@ -85,10 +96,17 @@ def send(args: argparse.Namespace) -> int:
     from pocketmq.client.cli import cmd_send
 
     body = _body(args)
+    credentials = _credentials(args)
 
     async def run() -> int:
         async for result in cmd_send(
-            args.namesrv, args.topic, args.tags, args.keys, body, args.count
+            args.namesrv,
+            args.topic,
+            args.tags,
+            args.keys,
+            body,
+            args.count,
+            credentials=credentials,
         ):
             emit([result], as_json=args.json)
         return 0
@@ -120,10 +138,20 @@ def consume(args: argparse.Namespace) -> int:
             flush=True,
         )
 
+    credentials = _credentials(args)
+
     async def run() -> int:
-        await wait_for_route(args.namesrv, args.topic, args.timeout or None, waiting)
+        await wait_for_route(
+            args.namesrv, args.topic, args.timeout or None, waiting, credentials=credentials
+        )
         async for message in cmd_consume(
-            args.namesrv, args.topic, args.group, args.count, args.start, args.expression
+            args.namesrv,
+            args.topic,
+            args.group,
+            args.count,
+            args.start,
+            args.expression,
+            credentials=credentials,
         ):
             if args.json:
                 print(json.dumps(message, default=str), flush=True)

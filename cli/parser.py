@@ -58,6 +58,19 @@ def _add_namesrv(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876"),
         help="name servers, ';'-separated (default $NAMESRV_ADDR, else 127.0.0.1:9876)",
     )
+    # every command that takes --namesrv talks to servers: it can sign for their ACL
+    parser.add_argument(
+        "--access-key",
+        metavar="AK",
+        default=os.environ.get("POCKETMQ_ACCESS_KEY") or None,
+        help="sign requests with this ACL account (default $POCKETMQ_ACCESS_KEY)",
+    )
+    parser.add_argument(
+        "--secret-key",
+        metavar="SK",
+        default=os.environ.get("POCKETMQ_SECRET_KEY") or None,
+        help="its secret key (default $POCKETMQ_SECRET_KEY)",
+    )
 
 
 def _add_broker(parser: argparse.ArgumentParser) -> None:
@@ -133,19 +146,37 @@ def _add_server_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="create a topic (message type MIXED) when a gRPC client asks for its route",
     )
+    _add_acl(parser)
     parser.add_argument(
-        "--access-key",
-        metavar="AK",
-        help="require gRPC calls signed with this access key (or $POCKETMQ_ACCESS_KEY)",
-    )
-    parser.add_argument(
-        "--secret-key", metavar="SK", help="its secret key (or $POCKETMQ_SECRET_KEY)"
+        "--clean-file-forcibly",
+        action="store_true",
+        help="under disk pressure (85%% and up) delete the oldest segments even if their "
+        "messages are unexpired and unread (RocketMQ's cleanFileForciblyEnable); default: keep "
+        "them and refuse writes at 90%%",
     )
     parser.add_argument(
         "--clock",
         choices=("system", "manual"),
         default="system",
         help="manual: time moves only with `pocketmq time advance` (tests of delays, retries, timers)",
+    )
+
+
+def _add_acl(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--acl-file",
+        metavar="PATH",
+        help="turn ACL on with RocketMQ's plain_acl.yml: accounts, topic and group permissions, "
+        "white addresses (docs/acl.md)",
+    )
+    parser.add_argument(
+        "--access-key",
+        metavar="AK",
+        help="turn ACL on with this admin account (or $POCKETMQ_ACCESS_KEY); with --acl-file, "
+        "one more admin account",
+    )
+    parser.add_argument(
+        "--secret-key", metavar="SK", help="its secret key (or $POCKETMQ_SECRET_KEY)"
     )
 
 
@@ -163,6 +194,7 @@ def _servers(commands: argparse._SubParsersAction) -> None:
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
     )
     namesrv.add_argument("--port", type=port, default=9876, help="port (default 9876)")
+    _add_acl(namesrv)
 
     broker = _command(commands, "broker", "run a broker that registers with name servers")
     _add_server_options(broker)

@@ -56,6 +56,8 @@ def _config(args: argparse.Namespace, namesrv: list[str]) -> Any:
         grpc_port=_grpc_port(args),
         grpc_auto_create_topics=args.grpc_auto_create_topics,
         access_keys=_access_keys(args),
+        acl_file=Path(args.acl_file) if args.acl_file else None,
+        clean_file_forcibly=args.clean_file_forcibly,
     )
 
 
@@ -91,9 +93,19 @@ def _clock(args: argparse.Namespace) -> Any:
 
 
 def namesrv(args: argparse.Namespace) -> int:
+    from pocketmq.broker.app import access_control
+    from pocketmq.broker.config import BrokerConfig
     from pocketmq.broker.serve import run_namesrv
 
-    return _run(lambda: run_namesrv(args.host, args.port))
+    keys = _access_keys(args)
+    acl_file = Path(args.acl_file) if args.acl_file else None
+    return _run(
+        lambda: run_namesrv(
+            args.host,
+            args.port,
+            access_control(BrokerConfig(access_keys=keys, acl_file=acl_file)),
+        )
+    )
 
 
 def broker(args: argparse.Namespace) -> int:

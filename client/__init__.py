@@ -23,6 +23,7 @@ Errors are in ``client.errors`` (tree in its docstring); ``ClientError`` is thei
 from __future__ import annotations
 
 from .admin import Admin, ClockState, QueueStatus
+from .connection import Credentials
 from .consumer import ConsumeResult, PushConsumer
 from .errors import (
     BrokerError,
@@ -57,6 +58,7 @@ __all__ = [
     "ClockState",
     "ConnectionLostError",
     "CorruptMessageError",
+    "Credentials",
     "ConsumeResult",
     "IllegalOperationError",
     "Message",

@@ -16,8 +16,8 @@ from typing import Any, Self
 from pocketmq.broker.protocol import RemotingCommand, RequestCode
 from pocketmq.broker.protocol.headers import ClusterInfo, decode_json_body
 
-from .connection import ConnectionPool, check_response
-from .errors import ClientClosedError, RouteNotFoundError
+from .connection import ConnectionPool, Credentials, as_credentials, check_response
+from .errors import ClientClosedError, ClientUsageError, RouteNotFoundError
 from .route import MASTER_ID, RouteClient
 
 __all__ = ["ClientCore", "CoreClient", "local_ip"]
@@ -54,13 +54,20 @@ class ClientCore:
         requests_inflight_max: int = 1024,
         route_refresh_interval_s: float = 30.0,
         default_topic_queue_nums: int = 4,
+        credentials: Credentials | tuple[str, ...] | None = None,
     ) -> None:
         self.client_ip = client_ip or local_ip()
         self.instance_name = instance_name or f"{os.getpid()}#{time.monotonic_ns()}"
         self.client_id = f"{self.client_ip}@{self.instance_name}"
         self.request_timeout_ms = request_timeout_ms
+        try:
+            signing = as_credentials(credentials)
+        except (TypeError, ValueError) as error:
+            raise ClientUsageError(f"credentials: {error}") from None
         self.pool = ConnectionPool(
-            connect_timeout_ms=connect_timeout_ms, requests_inflight_max=requests_inflight_max
+            connect_timeout_ms=connect_timeout_ms,
+            requests_inflight_max=requests_inflight_max,
+            credentials=signing,
         )
         self.routes = RouteClient(
             self.pool,
@@ -222,6 +229,7 @@ class CoreClient:
         instance_name: str | None = None,
         client_ip: str | None = None,
         request_timeout_ms: float = 3000,
+        credentials: Credentials | tuple[str, ...] | None = None,
         **core_options: Any,
     ) -> None:
         self._core = ClientCore(
@@ -229,6 +237,7 @@ class CoreClient:
             instance_name=instance_name,
             client_ip=client_ip,
             request_timeout_ms=request_timeout_ms,
+            credentials=credentials,
             **core_options,
         )
         self._started = False

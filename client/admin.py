@@ -54,7 +54,7 @@ from pocketmq.ids import InvalidMessageIdError, decode_message_id
 from . import _queries
 from ._core import CoreClient
 from ._duration import Duration, duration_ms
-from .connection import check_response, make_request
+from .connection import Credentials, check_response, make_request
 from .errors import (
     BrokerError,
     ClientError,
@@ -163,12 +163,14 @@ class Admin(CoreClient):
         request_timeout_ms: float = 3000,
         instance_name: str | None = None,
         client_ip: str | None = None,
+        credentials: Credentials | tuple[str, str] | None = None,
     ) -> None:
         super().__init__(
             namesrv,
             request_timeout_ms=request_timeout_ms,
             instance_name=instance_name,
             client_ip=client_ip,
+            credentials=credentials,
         )
 
     async def cluster_info(self) -> ClusterInfo:

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, Literal
 
 from .admin import Admin
+from .connection import Credentials
 from .consumer import PushConsumer
 from .errors import RouteNotFoundError, TopicNotExistError
 from .message import Message
@@ -47,9 +48,11 @@ async def cmd_send(
     keys: str | list[str] | None,
     body: bytes,
     count: int = 1,
+    *,
+    credentials: Credentials | None = None,
 ) -> AsyncIterator[dict[str, Any]]:
     """Send ``body`` ``count`` times; one dict per send result."""
-    async with Producer(CLI_PRODUCER_GROUP, namesrv=namesrv) as producer:
+    async with Producer(CLI_PRODUCER_GROUP, namesrv=namesrv, credentials=credentials) as producer:
         for _ in range(count):
             message = Message(topic=topic, body=body, tags=tags or None, keys=_keys(keys))
             result = await producer.send(message)
@@ -63,6 +66,7 @@ async def wait_for_route(
     on_wait: Callable[[str], None] | None = None,
     *,
     poll_s: float = 0.5,
+    credentials: Credentials | None = None,
 ) -> None:
     """Return once the name servers have a route for ``topic``.
 
@@ -73,7 +77,7 @@ async def wait_for_route(
     """
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     told = False
-    async with Admin(namesrv) as admin:
+    async with Admin(namesrv, credentials=credentials) as admin:
         while True:
             try:
                 await admin.topic_route(topic)
@@ -99,6 +103,8 @@ async def cmd_consume(
     count: int | None = None,
     start: Literal["first", "last"] = "last",
     expression: str = "*",
+    *,
+    credentials: Credentials | None = None,
 ) -> AsyncIterator[dict[str, Any]]:
     """Consume ``topic`` (clustering, group default ``pocketmq-cli-consumer``); one dict per
     message, each acknowledged once yielded; stops after ``count`` messages (None: never).
@@ -106,7 +112,9 @@ async def cmd_consume(
     ``start`` applies only to queues the group has no committed offset for (and, as in
     RocketMQ, the broker answers offset 0 for a queue that still holds its first message).
     """
-    consumer = PushConsumer(group or CLI_CONSUMER_GROUP, namesrv=namesrv, consume_from=start)
+    consumer = PushConsumer(
+        group or CLI_CONSUMER_GROUP, namesrv=namesrv, consume_from=start, credentials=credentials
+    )
     consumer.subscribe(topic, expression or "*")
     seen = 0
     async with consumer:

@@ -8,6 +8,9 @@ to a handler table. At most ``requests_inflight_max`` requests wait for a
 response at once; further callers wait for a slot (back-pressure instead of memory).
 
 ``ConnectionPool`` keeps one connection per ``"host:port"`` and reconnects on demand.
+
+Given ``Credentials``, every request is signed as RocketMQ's ``AclClientRPCHook`` signs it
+(``AccessKey`` and ``Signature`` in its ``extFields``), for a broker or name server with ACL.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import collections
 import logging
 import math
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Final, cast
+from typing import Final, NamedTuple, cast
 
 from pocketmq.broker.protocol import (
     FRAME_SIZE_MAX,
@@ -29,6 +32,7 @@ from pocketmq.broker.protocol import (
     ResponseCode,
 )
 from pocketmq.broker.protocol.session import RemotingSession
+from pocketmq.broker.protocol.signing import sign_fields
 
 from .errors import ClientClosedError, ConnectionLostError, RequestTimeoutError, error_for_code
 
@@ -37,6 +41,7 @@ __all__ = [
     "CLIENT_VERSION",
     "Connection",
     "ConnectionPool",
+    "Credentials",
     "RequestHandler",
     "check_response",
     "make_request",
@@ -48,6 +53,25 @@ log = logging.getLogger("pocketmq.client.connection")
 # >= V4_9_4 (401): a real name server then answers route data in standard JSON.
 CLIENT_VERSION: Final = int(MQVersion.V5_3_3)
 CLIENT_LANGUAGE: Final = LanguageCode.PYTHON
+
+
+class Credentials(NamedTuple):
+    """An ACL account's keys (RocketMQ's ``SessionCredentials``); a plain ``(ak, sk)``
+    tuple is accepted wherever these are."""
+
+    access_key: str
+    secret_key: str
+    security_token: str | None = None
+
+
+def as_credentials(value: Credentials | tuple[str, ...] | None) -> Credentials | None:
+    if value is None:
+        return None
+    credentials = Credentials(*value)
+    if not credentials.access_key or not credentials.secret_key:
+        raise ValueError("credentials need an access key and a secret key")
+    return credentials
+
 
 # handler(connection, request) -> response, or None for no response
 RequestHandler = Callable[["Connection", RemotingCommand], Awaitable[RemotingCommand | None]]
@@ -109,10 +133,12 @@ class Connection(asyncio.Protocol):
         requests_inflight_max: int = 1024,
         handlers: MutableMapping[int, RequestHandler] | None = None,
         frame_size_max: int = FRAME_SIZE_MAX,
+        credentials: Credentials | None = None,
     ) -> None:
         if requests_inflight_max < 1:
             raise ValueError("requests_inflight_max must be at least 1")
         self.addr = addr
+        self.credentials = credentials
         self._session: RemotingSession[asyncio.Future[RemotingCommand]] = RemotingSession(
             frame_size_max=frame_size_max, language=CLIENT_LANGUAGE, version=CLIENT_VERSION
         )
@@ -141,6 +167,7 @@ class Connection(asyncio.Protocol):
         requests_inflight_max: int = 1024,
         handlers: MutableMapping[int, RequestHandler] | None = None,
         frame_size_max: int = FRAME_SIZE_MAX,
+        credentials: Credentials | None = None,
     ) -> Connection:
         """Connect to ``addr`` ("host:port"); ``ConnectionLostError`` if that fails."""
         host, port = split_addr(addr)
@@ -153,6 +180,7 @@ class Connection(asyncio.Protocol):
                         requests_inflight_max=requests_inflight_max,
                         handlers=handlers,
                         frame_size_max=frame_size_max,
+                        credentials=credentials,
                     ),
                     host,
                     port,
@@ -249,6 +277,8 @@ class Connection(asyncio.Protocol):
         ``ConnectionLostError``. ``cmd.opaque`` and ``cmd.flag`` are overwritten.
         """
         self._check_open()
+        if self.credentials is not None:
+            self._sign(cmd)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_ms / 1000
         # This runs for every request: the common case (a free slot, a socket buffer with room)
@@ -338,11 +368,25 @@ class Connection(asyncio.Protocol):
     async def invoke_oneway(self, cmd: RemotingCommand) -> None:
         """Send request ``cmd`` with the oneway bit: the peer sends no response."""
         self._check_open()
+        if self.credentials is not None:
+            self._sign(cmd)
         self._send(self._session.send_oneway(cmd))
         if self._paused:  # the socket buffer is full: wait instead of queueing more
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._drain_waiters.append(waiter)
             await waiter
+
+    def _sign(self, cmd: RemotingCommand) -> None:
+        # A new dict: the producer's ext_fields may be a template shared by many sends.
+        credentials = self.credentials
+        assert credentials is not None
+        cmd.ext_fields = sign_fields(
+            cmd.ext_fields,
+            cmd.body,
+            credentials.access_key,
+            credentials.secret_key,
+            credentials.security_token,
+        )
 
     def _send(self, parts: list[bytes]) -> None:
         # The callers have checked the connection is open. The first frame of a turn of the
@@ -421,8 +465,10 @@ class ConnectionPool:
         connect_timeout_ms: float = 3000,
         requests_inflight_max: int = 1024,
         frame_size_max: int = FRAME_SIZE_MAX,
+        credentials: Credentials | None = None,
     ) -> None:
         self.connect_timeout_ms = connect_timeout_ms
+        self.credentials = credentials
         self.requests_inflight_max = requests_inflight_max
         self.frame_size_max = frame_size_max
         self.handlers: dict[int, RequestHandler] = {}
@@ -453,6 +499,7 @@ class ConnectionPool:
                 requests_inflight_max=self.requests_inflight_max,
                 handlers=self.handlers,
                 frame_size_max=self.frame_size_max,
+                credentials=self.credentials,
             )
             if self._closed:  # closed while we were connecting
                 await conn.aclose()

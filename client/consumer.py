@@ -66,6 +66,7 @@ from ._push_common import (
     Subscription,
     Subscriptions,
 )
+from .connection import Credentials
 from .errors import ClientClosedError, ClientUsageError
 from .filter import TagExpression
 from .message import (
@@ -146,6 +147,7 @@ class PushConsumer(CoreClient):
         offsets_dir: str | PathLike[str] | None = None,
         instance_name: str | None = None,
         client_ip: str | None = None,
+        credentials: Credentials | tuple[str, str] | None = None,
         rebalance_interval_s: float = 20.0,
         heartbeat_interval_s: float = 30.0,
         persist_interval_s: float = 5.0,
@@ -201,6 +203,7 @@ class PushConsumer(CoreClient):
             namesrv,
             instance_name=instance_name,
             client_ip=client_ip,
+            credentials=credentials,
             request_timeout_ms=request_timeout_ms,
             route_refresh_interval_s=route_refresh_interval_s,
         )

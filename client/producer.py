@@ -46,7 +46,7 @@ from pocketmq.broker.protocol.message_codec import encode_batch_texts, encode_pr
 from pocketmq.ids import UniqIdGenerator, V5IdGenerator
 
 from ._core import CoreClient
-from .connection import CLIENT_LANGUAGE, CLIENT_VERSION, check_response, make_request
+from .connection import CLIENT_LANGUAGE, CLIENT_VERSION, Credentials, check_response, make_request
 from .errors import (
     BrokerError,
     ClientError,
@@ -132,6 +132,7 @@ class Producer(CoreClient):
         requests_inflight_max: int = 1024,
         instance_name: str | None = None,
         client_ip: str | None = None,
+        credentials: Credentials | tuple[str, str] | None = None,
     ) -> None:
         if not group:
             raise ClientUsageError("producer group must not be empty")
@@ -149,6 +150,7 @@ class Producer(CoreClient):
             namesrv,
             instance_name=instance_name,
             client_ip=client_ip,
+            credentials=credentials,
             request_timeout_ms=send_timeout_ms,
             requests_inflight_max=requests_inflight_max,
             route_refresh_interval_s=route_refresh_interval_s,

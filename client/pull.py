@@ -32,7 +32,7 @@ from pocketmq.ids import InvalidMessageIdError, decode_offset_msg_id
 
 from . import _queries
 from ._core import ClientCore, CoreClient
-from .connection import check_response, make_request
+from .connection import Credentials, check_response, make_request
 from .errors import ClientUsageError, CorruptMessageError, UnknownBrokerError
 from .filter import TagExpression
 from .message import MessageQueue, ReceivedMessage
@@ -149,6 +149,7 @@ class PullConsumer(CoreClient):
         request_timeout_ms: float = 3000,
         instance_name: str | None = None,
         client_ip: str | None = None,
+        credentials: Credentials | tuple[str, str] | None = None,
         check_crc: bool = True,
     ) -> None:
         self.group = group
@@ -158,6 +159,7 @@ class PullConsumer(CoreClient):
             request_timeout_ms=request_timeout_ms,
             instance_name=instance_name,
             client_ip=client_ip,
+            credentials=credentials,
         )
 
     async def queues(self, topic: str) -> list[MessageQueue]:

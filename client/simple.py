@@ -59,7 +59,7 @@ from pocketmq.broker.protocol.message_codec import MessageExt, decode_message_at
 
 from ._core import CoreClient
 from ._duration import seconds_to_ms
-from .connection import check_response, make_request
+from .connection import Credentials, check_response, make_request
 from .errors import (
     ClientClosedError,
     ClientError,
@@ -223,6 +223,7 @@ class SimpleConsumer(CoreClient):
         request_timeout_ms: float = 3000,
         instance_name: str | None = None,
         client_ip: str | None = None,
+        credentials: Credentials | tuple[str, str] | None = None,
     ) -> None:
         if not group:
             raise ClientUsageError("consumer group must not be empty")
@@ -238,6 +239,7 @@ class SimpleConsumer(CoreClient):
             namesrv,
             instance_name=instance_name,
             client_ip=client_ip,
+            credentials=credentials,
             request_timeout_ms=request_timeout_ms,
         )
         self._subscriptions: dict[str, TagExpression] = {}

@@ -17,12 +17,12 @@ import binascii
 import ipaddress
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pocketmq.broker.core import BrokerCore
 from pocketmq.broker.errors import BrokerError
-from pocketmq.broker.grpc.auth import AuthError, check_signature
+from pocketmq.broker.grpc.auth import AuthError, GrpcAuth, PermissionDenied, grpc_resources
 from pocketmq.broker.grpc.convert import (
     GrpcStatusError,
     accepted_types,
@@ -39,6 +39,7 @@ from pocketmq.broker.grpc.sessions import (
     settings_reply,
 )
 from pocketmq.broker.grpc.stubs import definition_pb2, service_pb2, service_pb2_grpc
+from pocketmq.broker.services.acl import AccessControl
 from pocketmq.broker.services.groups import validate_group_name
 from pocketmq.broker.services.pop import INVISIBLE_MS_MAX, PopError
 from pocketmq.broker.services.pull import parse_tag_expression
@@ -95,7 +96,7 @@ class GrpcSettings:
     port: int = 8081
     advertised_host: str = "127.0.0.1"
     auto_create_topics: bool = False
-    credentials: dict[str, str] = field(default_factory=dict)  # access key -> secret key
+    acl: AccessControl | None = None  # None: every call is served, signed or not
 
 
 class _Call:
@@ -118,6 +119,12 @@ def _peer_host(peer: str) -> Host:
     except ValueError:
         pass
     return Host(b"\0\0\0\0", 0)
+
+
+def _peer_address(peer: str) -> str:
+    # "ipv4:127.0.0.1:5000" -> "127.0.0.1:5000", "ipv6:[::1]:5000" -> "[::1]:5000"
+    kind, sep, rest = peer.partition(":")
+    return rest if sep and kind in ("ipv4", "ipv6") else peer
 
 
 def _recall_handle(topic: str, broker_name: str, deliver_ms: int, message_id: str) -> str:
@@ -146,17 +153,24 @@ class MessagingService(_Servicer):
         self.broker = broker
         self.settings = settings
         self.sessions = SessionRegistry(broker)
+        self._auth = GrpcAuth(settings.acl) if settings.acl is not None else None
         self._round_robin: dict[str, int] = {}
         broker.transactions.check_sources.append(self._transaction_targets)
 
     # -- plumbing ---------------------------------------------------------------------------
 
-    def _call(self, context: Any) -> _Call:
+    def _call(self, context: Any, request: Any = None) -> _Call:
         metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ())}
-        try:
-            check_signature(metadata, self.settings.credentials)
-        except AuthError as error:
-            raise GrpcStatusError(Code.UNAUTHORIZED, str(error)) from None
+        if self._auth is not None:
+            # the signature, then what the request touches (Telemetry: the stream only)
+            what = type(request).__name__ if request is not None else "Telemetry"
+            resources = grpc_resources(request) if request is not None else ()
+            try:
+                self._auth.check(metadata, _peer_address(context.peer() or ""), what, resources)
+            except AuthError as error:
+                raise GrpcStatusError(Code.UNAUTHORIZED, str(error)) from None
+            except PermissionDenied as error:
+                raise GrpcStatusError(Code.FORBIDDEN, str(error)) from None
         client_id = metadata.get("x-mq-client-id", "")
         if client_id:
             self.sessions.touch(client_id)
@@ -167,9 +181,10 @@ class MessagingService(_Servicer):
         response_type: Callable[..., Any],
         context: Any,
         work: Callable[[_Call], Any | Awaitable[Any]],
+        request: Any = None,
     ) -> Any:
         try:
-            call = self._call(context)
+            call = self._call(context, request)
             result = work(call)
             if asyncio.iscoroutine(result):
                 result = await result
@@ -267,7 +282,7 @@ class MessagingService(_Servicer):
                 )
             return pb.QueryRouteResponse(status=_ok(), message_queues=queues)
 
-        return await self._unary(pb.QueryRouteResponse, context, work)
+        return await self._unary(pb.QueryRouteResponse, context, work, request)
 
     async def QueryAssignment(self, request: Any, context: Any) -> Any:  # noqa: N802
         def work(call: _Call) -> Any:
@@ -296,7 +311,7 @@ class MessagingService(_Servicer):
             ]
             return pb.QueryAssignmentResponse(status=_ok(), assignments=assignments)
 
-        return await self._unary(pb.QueryAssignmentResponse, context, work)
+        return await self._unary(pb.QueryAssignmentResponse, context, work, request)
 
     # -- clients ---------------------------------------------------------------------------------
 
@@ -310,7 +325,7 @@ class MessagingService(_Servicer):
                     session.client_type = request.client_type
             return pb.HeartbeatResponse(status=_ok())
 
-        return await self._unary(pb.HeartbeatResponse, context, work)
+        return await self._unary(pb.HeartbeatResponse, context, work, request)
 
     async def NotifyClientTermination(self, request: Any, context: Any) -> Any:  # noqa: N802
         def work(call: _Call) -> Any:
@@ -318,7 +333,7 @@ class MessagingService(_Servicer):
                 self.sessions.drop(call.client_id)
             return pb.NotifyClientTerminationResponse(status=_ok())
 
-        return await self._unary(pb.NotifyClientTerminationResponse, context, work)
+        return await self._unary(pb.NotifyClientTerminationResponse, context, work, request)
 
     async def Telemetry(self, request_iterator: Any, context: Any) -> AsyncIterator[Any]:  # noqa: N802
         try:
@@ -383,7 +398,7 @@ class MessagingService(_Servicer):
 
     async def SendMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
         return await self._unary(
-            pb.SendMessageResponse, context, lambda call: self._send(request, call)
+            pb.SendMessageResponse, context, lambda call: self._send(request, call), request
         )
 
     def _send(self, request: Any, call: _Call) -> Any:
@@ -485,7 +500,7 @@ class MessagingService(_Servicer):
                 )
             return pb.RecallMessageResponse(status=_ok(), message_id=message_id)
 
-        return await self._unary(pb.RecallMessageResponse, context, work)
+        return await self._unary(pb.RecallMessageResponse, context, work, request)
 
     # -- transactions ------------------------------------------------------------------------------
 
@@ -513,13 +528,13 @@ class MessagingService(_Servicer):
             )
             return pb.EndTransactionResponse(status=_ok())
 
-        return await self._unary(pb.EndTransactionResponse, context, work)
+        return await self._unary(pb.EndTransactionResponse, context, work, request)
 
     # -- receive --------------------------------------------------------------------------------------
 
     async def ReceiveMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:  # noqa: N802
         try:
-            call = self._call(context)
+            call = self._call(context, request)
             plan = self._receive_plan(request, context)
         except GrpcStatusError as error:
             yield pb.ReceiveMessageResponse(status=_status(error.code, str(error)))
@@ -654,7 +669,7 @@ class MessagingService(_Servicer):
                 top = _status(Code.MULTIPLE_RESULTS, "entries have different results")
             return pb.AckMessageResponse(status=top, entries=results)
 
-        return await self._unary(pb.AckMessageResponse, context, work)
+        return await self._unary(pb.AckMessageResponse, context, work, request)
 
     async def ChangeInvisibleDuration(self, request: Any, context: Any) -> Any:  # noqa: N802
         def work(call: _Call) -> Any:
@@ -676,7 +691,7 @@ class MessagingService(_Servicer):
             self.sessions.forget(call.client_id, group, request.message_id)
             return pb.ChangeInvisibleDurationResponse(status=_ok(), receipt_handle=str(new))
 
-        return await self._unary(pb.ChangeInvisibleDurationResponse, context, work)
+        return await self._unary(pb.ChangeInvisibleDurationResponse, context, work, request)
 
     async def ForwardMessageToDeadLetterQueue(self, request: Any, context: Any) -> Any:  # noqa: N802
         def work(call: _Call) -> Any:
@@ -698,7 +713,7 @@ class MessagingService(_Servicer):
             self.sessions.forget(call.client_id, group, request.message_id)
             return pb.ForwardMessageToDeadLetterQueueResponse(status=_ok())
 
-        return await self._unary(pb.ForwardMessageToDeadLetterQueueResponse, context, work)
+        return await self._unary(pb.ForwardMessageToDeadLetterQueueResponse, context, work, request)
 
     # -- not served --------------------------------------------------------------------------------
 

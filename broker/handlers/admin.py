@@ -30,6 +30,7 @@ from pocketmq.broker.protocol.headers import (
     decode_json_body,
     encode_json_body,
 )
+from pocketmq.broker.protocol.topics import system_topic_refusal
 from pocketmq.broker.remoting.server import Connection
 from pocketmq.broker.services.clock import move_clock
 from pocketmq.broker.services.groups import GroupConfig, validate_group_name
@@ -192,6 +193,9 @@ def handle_delete_topic(
     broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
     topic = (request.ext_fields or {}).get("topic", "")
+    refusal = system_topic_refusal(topic)
+    if refusal is not None:
+        return request.make_response(ResponseCode.INVALID_PARAMETER, refusal)
     broker.topics.delete(topic)
     broker.schedule_registration()
     return request.make_response(ResponseCode.SUCCESS)

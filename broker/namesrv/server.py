@@ -8,6 +8,9 @@
 * DELETE_TOPIC_IN_NAMESRV (216), WIPE/ADD_WRITE_PERM_OF_BROKER (205/327): admin;
 * PUT/GET/DELETE_KV_CONFIG (100/101/102), GET_KVLIST_BY_NAMESPACE (219): in-memory KV store.
 
+With a ``guard`` (the broker's ACL, ``broker/services/acl.py``) every request is checked first;
+system topics are never deleted (INVALID_PARAMETER), ACL or not.
+
 Bodies are always standard JSON (map keys quoted, as fastjson's BrowserCompatible output);
 bodies received may be fastjson's non-standard JSON (unquoted integer keys and so on).
 
@@ -44,6 +47,7 @@ from pocketmq.broker.protocol.headers import (
     decode_json_body,
     encode_json_body,
 )
+from pocketmq.broker.protocol.topics import system_topic_refusal
 from pocketmq.broker.remoting.server import Connection, Handler, RemotingServer, ServerLimits
 
 from ._wire import (
@@ -68,9 +72,12 @@ from ._wire import (
 )
 from .routes import RouteInfoManager
 
-__all__ = ["DEFAULT_PORT", "SCAN_INTERVAL_S", "NameServer", "serve", "wall_clock_ms"]
+__all__ = ["DEFAULT_PORT", "SCAN_INTERVAL_S", "Guard", "NameServer", "serve", "wall_clock_ms"]
 
 log = logging.getLogger("pocketmq.namesrv")
+
+# The access check a name server may be given: None lets the request run, a text refuses it.
+Guard = Callable[[RemotingCommand, str], str | None]
 
 DEFAULT_PORT: Final = 9876
 SCAN_INTERVAL_S: Final = 10.0  # RocketMQ scans for inactive brokers every 10 s
@@ -107,7 +114,10 @@ class NameServer:
         scan_interval_s: float | None = SCAN_INTERVAL_S,
         limits: ServerLimits | None = None,
         order_message_enable: bool = False,
+        guard: Guard | None = None,
     ) -> None:
+        """``guard(request, remote_address)`` is the access check (the broker's ACL): None lets
+        the request run, a text refuses it with NO_PERMISSION and that remark."""
         self.host = host
         self.port = port
         self.clock = clock
@@ -137,6 +147,8 @@ class NameServer:
         }
         for code, handler in list(self.handlers.items()):
             self.handlers[code] = _guarded(handler)
+            if guard is not None:
+                self.handlers[code] = _access_checked(guard, self.handlers[code])
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -373,6 +385,9 @@ class NameServer:
 
     def _delete_topic(self, request: RemotingCommand, connection: Connection) -> RemotingCommand:
         header = DeleteTopicFromNamesrvRequestHeader.from_ext_fields(request.ext_fields)
+        refusal = system_topic_refusal(header.topic)
+        if refusal is not None:
+            return request.make_response(ResponseCode.INVALID_PARAMETER, refusal)
         if self.routes.delete_topic(header.topic, header.cluster_name):
             log.info(
                 "topic %s deleted%s by %s",
@@ -460,6 +475,18 @@ def _guarded(handler: Handler) -> Handler:
             return request.make_response(ResponseCode.SYSTEM_ERROR, str(error))
 
     return run
+
+
+def _access_checked(guard: Guard, handler: Handler) -> Handler:
+    """Run ``handler`` only for a request the guard lets through."""
+
+    def run(request: RemotingCommand, connection: Connection) -> object:
+        remark = guard(request, connection.remote_address)
+        if remark is not None:
+            return request.make_response(ResponseCode.NO_PERMISSION, remark)
+        return handler(request, connection)
+
+    return run  # type: ignore[return-value]
 
 
 async def serve(
