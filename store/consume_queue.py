@@ -173,8 +173,7 @@ class ConsumeQueue:
     def _skip_leading_blanks(self) -> None:
         # RocketMQ pads a queue that starts late with (0, Integer.MAX_VALUE, 0) filler entries.
         while self._min_logical < self._max_logical:
-            entry = self._entry(self._min_logical)
-            if entry[1] != 0x7FFFFFFF:
+            if self._entry(self._min_logical) != FILLER:  # exactly: a damaged size is no filler
                 break
             self._min_logical += 1
 

@@ -351,6 +351,9 @@ class MessageStore:
         else:
             first = max(0, bisect.bisect_right(starts, confirmed) - 1)
         report.scanned_from = starts[first]
+        # A full scan also finds queues that lack a record's entry (a queue directory deleted
+        # under a stopped store): a tail scan sees only the records after the checkpoint.
+        full_scan = self.config.recovery_scan == "full"
         # Everything before the confirmed offset is durable in every structure; records after it
         # are dispatched again (consume queues skip what they already hold; the index is cut).
         redispatch_from = min(confirmed, self.commitlog.max_offset) if abnormal else confirmed
@@ -362,9 +365,13 @@ class MessageStore:
             start, segment = starts[i], self.commitlog.segment_for(starts[i])[1]
             last = i == len(starts) - 1
 
-            def collect(position: int, size: int, start: int = start) -> None:
+            def collect(
+                position: int, size: int, start: int = start, view: memoryview = segment.view
+            ) -> None:
                 if start + position >= redispatch_from:
                     pending.append(start + position)
+                elif full_scan:
+                    self._check_covered(view, position, broken_queues)
 
             name = str(paths.commitlog_segment(start))
             position = 0
@@ -468,6 +475,20 @@ class MessageStore:
             return [(str(t), int(q)) for t, q in msgspec.json.decode(data)]
         except (msgspec.DecodeError, TypeError, ValueError):
             return []
+
+    def _check_covered(self, view: memoryview, position: int, broken: dict[QueueKey, str]) -> None:
+        fields = unpack_record(view, position)
+        if fields.sysflag & _TX_MASK not in (_TX_NOT, _TX_COMMIT):
+            return
+        key = (fields.topic.decode("utf-8", "replace"), fields.queue_id)
+        if key in broken:
+            return
+        queue = self.consume_queues.get(*key)
+        if queue is None or queue.max_offset <= fields.queue_offset:
+            have = "no queue" if queue is None else f"the queue ends at {queue.max_offset}"
+            broken[key] = (
+                f"record at {fields.physical_offset} has queue offset {fields.queue_offset}, {have}"
+            )
 
     def rebuild_queues(self, wanted: dict[QueueKey, str]) -> None:
         """Rebuild the consume queues ``wanted`` (with why) from the commitlog: every intact
