@@ -17,6 +17,7 @@ import sys
 from pocketmq.broker.app import Broker, access_control
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.namesrv import NameServer
+from pocketmq.broker.remoting.server import ServerLimits
 from pocketmq.broker.services.acl import AccessControl
 from pocketmq.broker.services.clock import Clock
 
@@ -49,9 +50,12 @@ async def _ready_until_stopped(line: str) -> None:
     await stop.wait()
 
 
-async def run_namesrv(host: str, port: int, acl: AccessControl | None = None) -> None:
-    """A name server; with ``acl``, every request is checked by it (``broker/services/acl.py``)."""
-    server = NameServer(guard=acl.check_remoting if acl is not None else None)
+async def run_namesrv(
+    host: str, port: int, acl: AccessControl | None = None, limits: ServerLimits | None = None
+) -> None:
+    """A name server; with ``acl``, every request is checked by it (``broker/services/acl.py``);
+    ``limits``: its connection limits (default ``ServerLimits()``)."""
+    server = NameServer(guard=acl.check_remoting if acl is not None else None, limits=limits)
     if acl is not None:
         logging.getLogger("pocketmq.namesrv").info("ACL on (%s)", acl.summary())
     port = await server.start(host, port)
@@ -61,8 +65,10 @@ async def run_namesrv(host: str, port: int, acl: AccessControl | None = None) ->
         await server.close()
 
 
-async def run_broker(config: BrokerConfig, clock: Clock | None = None) -> None:
-    async with Broker(config, clock=clock) as broker:
+async def run_broker(
+    config: BrokerConfig, clock: Clock | None = None, limits: ServerLimits | None = None
+) -> None:
+    async with Broker(config, clock=clock, limits=limits) as broker:
         grpc = f", grpc {broker.grpc_address}" if broker.grpc_address else ""
         await _ready_until_stopped(
             f"pocketmq broker {config.broker_name} ready on {broker.address}{grpc} "
@@ -71,16 +77,20 @@ async def run_broker(config: BrokerConfig, clock: Clock | None = None) -> None:
 
 
 async def run_standalone(
-    config: BrokerConfig, namesrv_host: str, namesrv_port: int, clock: Clock | None = None
+    config: BrokerConfig,
+    namesrv_host: str,
+    namesrv_port: int,
+    clock: Clock | None = None,
+    limits: ServerLimits | None = None,
 ) -> None:
     """Name server and broker in one process, the broker registered with the name server;
-    both check requests with the ACL the config asks for."""
+    both check requests with the ACL the config asks for and have the same connection limits."""
     acl = access_control(config)
-    server = NameServer(guard=acl.check_remoting if acl is not None else None)
+    server = NameServer(guard=acl.check_remoting if acl is not None else None, limits=limits)
     namesrv_port = await server.start(namesrv_host, namesrv_port)
     config.namesrv_addrs = [f"{namesrv_host}:{namesrv_port}"]
     try:
-        async with Broker(config, clock=clock) as broker:
+        async with Broker(config, clock=clock, limits=limits) as broker:
             grpc = f", grpc {broker.grpc_address}" if broker.grpc_address else ""
             await _ready_until_stopped(
                 f"pocketmq standalone ready: name server {namesrv_host}:{namesrv_port}, "

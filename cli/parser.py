@@ -147,6 +147,7 @@ def _add_server_options(parser: argparse.ArgumentParser) -> None:
         help="create a topic (message type MIXED) when a gRPC client asks for its route",
     )
     _add_acl(parser)
+    _add_limits(parser)
     parser.add_argument(
         "--clean-file-forcibly",
         action="store_true",
@@ -159,6 +160,18 @@ def _add_server_options(parser: argparse.ArgumentParser) -> None:
         choices=("system", "manual"),
         default="system",
         help="manual: time moves only with `pocketmq time advance` (tests of delays, retries, timers)",
+    )
+
+
+def _add_limits(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--limit",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a connection limit of the remoting ports, repeatable: buffered_bytes_max "
+        "(256 MiB), frame_timeout_s (30), first_request_timeout_s (15), idle_timeout_s (120), "
+        "connections_max (4096), frame_size_max, requests_in_flight_max, warning_interval_s",
     )
 
 
@@ -195,6 +208,7 @@ def _servers(commands: argparse._SubParsersAction) -> None:
     )
     namesrv.add_argument("--port", type=port, default=9876, help="port (default 9876)")
     _add_acl(namesrv)
+    _add_limits(namesrv)
 
     broker = _command(commands, "broker", "run a broker that registers with name servers")
     _add_server_options(broker)

@@ -92,6 +92,16 @@ def _clock(args: argparse.Namespace) -> Any:
     return ManualClock() if args.clock == "manual" else SystemClock()
 
 
+def _limits(args: argparse.Namespace) -> Any:
+    """The remoting ports' connection limits, the defaults changed by each ``--limit``."""
+    from pocketmq.broker.remoting.server import ServerLimits
+
+    try:
+        return ServerLimits.with_settings(args.limit)
+    except ValueError as error:
+        raise UsageError(f"--limit {error}") from None
+
+
 def namesrv(args: argparse.Namespace) -> int:
     from pocketmq.broker.app import access_control
     from pocketmq.broker.config import BrokerConfig
@@ -104,6 +114,7 @@ def namesrv(args: argparse.Namespace) -> int:
             args.host,
             args.port,
             access_control(BrokerConfig(access_keys=keys, acl_file=acl_file)),
+            _limits(args),
         )
     )
 
@@ -113,11 +124,13 @@ def broker(args: argparse.Namespace) -> int:
 
     addrs = [a for a in (args.namesrv or "").split(";") if a]
     config = _config(args, addrs)
-    return _run(lambda: run_broker(config, _clock(args)))
+    limits = _limits(args)
+    return _run(lambda: run_broker(config, _clock(args), limits))
 
 
 def standalone(args: argparse.Namespace) -> int:
     from pocketmq.broker.serve import run_standalone
 
     config = _config(args, [])
-    return _run(lambda: run_standalone(config, args.host, args.namesrv_port, _clock(args)))
+    limits = _limits(args)
+    return _run(lambda: run_standalone(config, args.host, args.namesrv_port, _clock(args), limits))
