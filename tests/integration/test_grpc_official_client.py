@@ -59,7 +59,7 @@ def pocketmq(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def create_topic(broker: Process, topic: str, message_type: str) -> None:
+def create_topic(broker: Process, topic: str, message_type: str, *credentials: str) -> None:
     done = pocketmq(
         "topic",
         "create",
@@ -71,6 +71,7 @@ def create_topic(broker: Process, topic: str, message_type: str) -> None:
         "4",
         "--namesrv",
         broker.extra["namesrv"],
+        *credentials,
     )
     assert done.returncode == 0, done.stderr
 
@@ -362,8 +363,8 @@ def test_signed_calls_of_the_official_client(tmp_path: Path, home: Path) -> None
     with the wrong secret gets nothing through."""
     with Cluster(tmp_path) as cluster:
         broker = start_grpc_broker(cluster, "--access-key", "ak", "--secret-key", "sk")
-        create_topic(broker, "signed-topic", "NORMAL")
         credentials = ("--access-key", "ak", "--secret-key", "sk")
+        create_topic(broker, "signed-topic", "NORMAL", *credentials)
         sent = run_app(
             broker, home, "normal", "--topic", "signed-topic", "--count", "2", *credentials
         )

@@ -406,7 +406,7 @@ def test_a_damaged_config_file_with_no_backup_stops_the_start_in_one_line(tmp_pa
         ((), "INFO pocketmq.broker: no access control: open to every client on this machine"),
         (
             ("--access-key", "ak", "--secret-key", "sk"),
-            "WARNING pocketmq.broker: access keys protect the gRPC front only",
+            "INFO pocketmq.broker: ACL on (1 account(s), 1 admin): the remoting port",
         ),
     ],
 )
