@@ -10,6 +10,15 @@
 
 pocketmq advances ``confirmPhyOffset`` only after the consume queues and the index are flushed up
 to it, so recovery can start from the segment that holds it.
+
+pocketmq also keeps a copy of the record-CRC range of ``config/storeFormat.json`` in bytes 40-67
+(RocketMQ reads only the first 40), so that losing that file does not turn the whole-record CRC
+off for the data written with it:
+
+        40     4  "PMQ1"                marks the copy
+        44     8  recordCrcFrom         -1: none
+        52     8  recordCrcUntil        -1: still open
+        60     4  crc32 of bytes 40-59  masked with 0x7FFFFFFF; a copy that fails it is ignored
 """
 
 from __future__ import annotations
@@ -18,12 +27,16 @@ import struct
 from dataclasses import dataclass
 
 from pocketmq.store import paths
+from pocketmq.store.crc import crc32
 from pocketmq.store.files import Backend
 
 __all__ = ["CHECKPOINT_SIZE", "Checkpoint"]
 
 CHECKPOINT_SIZE = 4096
 _LAYOUT = struct.Struct(">qqqqq")
+_CRC_RANGE = struct.Struct(">4sqq")
+_CRC_RANGE_MAGIC = b"PMQ1"
+_U32 = struct.Struct(">I")
 
 
 @dataclass(slots=True)
@@ -33,6 +46,8 @@ class Checkpoint:
     index_msg_timestamp: int = 0
     master_flushed_offset: int = 0
     confirm_phy_offset: int = 0
+    # The record-CRC range of storeFormat.json (a copy); None: no copy in the file.
+    record_crc_range: tuple[int | None, int | None] | None = None
 
     @property
     def min_timestamp(self) -> int:
@@ -47,6 +62,12 @@ class Checkpoint:
             self.master_flushed_offset,
             self.confirm_phy_offset,
         )
+        if self.record_crc_range is not None:
+            low, high = self.record_crc_range
+            copy = _CRC_RANGE.pack(
+                _CRC_RANGE_MAGIC, -1 if low is None else low, -1 if high is None else high
+            )
+            packed += copy + _U32.pack(crc32(copy) & 0x7FFFFFFF)
         return packed + bytes(CHECKPOINT_SIZE - len(packed))
 
     @classmethod
@@ -54,7 +75,17 @@ class Checkpoint:
         if len(data) < _LAYOUT.size:
             # RocketMQ 4.x wrote three longs; the missing fields read as zero.
             data = data + bytes(_LAYOUT.size - len(data))
-        return cls(*_LAYOUT.unpack_from(data))
+        checkpoint = cls(*_LAYOUT.unpack_from(data))
+        end = _LAYOUT.size + _CRC_RANGE.size
+        if len(data) >= end + 4:
+            copy = data[_LAYOUT.size : end]
+            magic, low, high = _CRC_RANGE.unpack(copy)
+            if (
+                magic == _CRC_RANGE_MAGIC
+                and _U32.unpack_from(data, end)[0] == crc32(copy) & 0x7FFFFFFF
+            ):
+                checkpoint.record_crc_range = (None if low < 0 else low, None if high < 0 else high)
+        return checkpoint
 
     @classmethod
     def load(cls, backend: Backend) -> Checkpoint | None:

@@ -71,7 +71,12 @@ from pocketmq.store.state import (
     decode_state_body,
     encode_state_body,
 )
-from pocketmq.store.store_format import DamagedRangeEntry, StoreFormat
+from pocketmq.store.store_format import (
+    FORMAT_FILE,
+    DamagedRangeEntry,
+    StoreFormat,
+    classify_record_crc,
+)
 from pocketmq.store.topics import SCHEDULE_TOPIC
 
 _TX_MASK = SysFlag.TRANSACTION_MASK
@@ -338,15 +343,22 @@ class MessageStore:
         index_broken = self._load_index(report)
         checkpoint = Checkpoint.load(self.backend) or Checkpoint()
         self.last_store_timestamp = checkpoint.physic_msg_timestamp
-        self.store_format = StoreFormat.load(self.backend)
+        self.store_format, format_source = StoreFormat.load_with_source(self.backend)
         starts = self.commitlog.segment_starts()
+        if format_source != "file" and starts:
+            self._recover_store_format(report, format_source)
         if not starts:
             self.consume_queues.destroy_all()
             self.index.truncate_after(0)
             report.seconds = time.perf_counter() - started
             return report
         confirmed = checkpoint.confirm_phy_offset
-        if self.config.recovery_scan == "full" or not (starts[0] <= confirmed):
+        if (
+            self.config.recovery_scan == "full"
+            or not (starts[0] <= confirmed)
+            or report.store_format_rederived
+        ):
+            # (storeFormat.json lost: its list of damaged ranges too; scan everything again.)
             first = 0
         else:
             first = max(0, bisect.bisect_right(starts, confirmed) - 1)
@@ -466,6 +478,73 @@ class MessageStore:
         return report
 
     # -- consume-queue repair -------------------------------------------------------------
+
+    def _recover_store_format(self, report: RecoveryReport, source: str) -> None:
+        """storeFormat.json is missing or unreadable: take the record-CRC range from the
+        checkpoint's copy, else derive it from the commitlog; the file is written again."""
+        if source == "none":
+            self.store_format = StoreFormat(recordCrcFrom=None)
+            derived = self._derive_record_crc_range()
+            if derived is not None:
+                self.store_format = StoreFormat(recordCrcFrom=derived[0], recordCrcUntil=derived[1])
+            how = "derived from the commitlog's records"
+        else:
+            how = "taken from the checkpoint's copy"
+        span = self.store_format.crc_range
+        text = "no record-CRC range" if span is None else f"record-CRC range from {span[0]}"
+        if span is not None and self.store_format.recordCrcUntil is not None:
+            text += f" until {self.store_format.recordCrcUntil}"
+        report.store_format_rederived = f"{text}, {how}; full scan for damage"
+        log.warning(
+            "store %s: %s is missing or unreadable: %s",
+            self.backend.root or "(memory)",
+            FORMAT_FILE,
+            report.store_format_rederived,
+        )
+        self.store_format.save(self.backend)
+
+    def _derive_record_crc_range(self) -> tuple[int, int | None] | None:
+        """The last run of records that end in a ``__CRC32#`` property (a valid one, or one
+        whose prefix survives with a mangled or wrong value: damage) holding at least one valid
+        one: (its first offset, None if it reaches the newest record, else its end)."""
+        runs: list[list[int]] = []  # [first offset, end, valid count]
+        current: list[int] | None = None
+        last_end = 0
+        for start in self.commitlog.segment_starts():
+            view = self.commitlog.segment_for(start)[1].view
+            view = view[: max(0, min(len(view), self.commitlog.max_offset - start))]
+            found: list[tuple[int, int]] = []
+            position = 0
+            while True:
+                _, _, stop = scan_records(
+                    view,
+                    position,
+                    base_offset=start,
+                    check_crc=False,
+                    on_record=lambda p, n, add=found.append: add((p, n)),
+                )
+                if stop.kind != "damage":
+                    break
+                resume = next_record_at(view, stop.position, start, check_crc=False)
+                if resume is None:
+                    break
+                position = resume
+            for position, size in found:
+                kind = classify_record_crc(view, position, size)
+                last_end = start + position + size
+                if kind == "none":
+                    current = None
+                    continue
+                if current is None:
+                    current = [start + position, 0, 0]
+                    runs.append(current)
+                current[1] = last_end
+                current[2] += kind == "valid"
+        runs = [run for run in runs if run[2]]
+        if not runs:
+            return None
+        first, end, _ = runs[-1]
+        return first, None if end == last_end else end
 
     def _interrupted_rebuilds(self) -> list[QueueKey]:
         data = self.backend.read_bytes(_REBUILD_MARKER)
@@ -1180,12 +1259,16 @@ class MessageStore:
         ranges = self.consume_queues.flush_ranges() + self.index.flush_ranges()
         # RocketMQ's timestamps are the store time of the last record each structure holds.
         stamp = self.last_store_timestamp
+        # A copy of storeFormat.json's range, so that losing that file loses no check.
+        crc_range = (self.store_format.recordCrcFrom, self.store_format.recordCrcUntil)
 
         def run() -> None:
             self.commitlog.flush_to(confirmed)
             for segment, low, high in ranges:
                 segment.flush_range(low, high)
-            Checkpoint(stamp, stamp, stamp, confirmed, confirmed).save(self.backend)
+            Checkpoint(stamp, stamp, stamp, confirmed, confirmed, record_crc_range=crc_range).save(
+                self.backend
+            )
 
         return run
 

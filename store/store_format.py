@@ -5,6 +5,11 @@ A store opened with ``append_record_crc`` ends every record it writes with Rocke
 default) have only the body CRC. This file remembers the physical range written with the
 record CRC, so that a record there whose CRC property was damaged is caught instead of
 being checked by its body CRC alone.
+
+The range must not depend on this one file: the checkpoint keeps a copy of it (written at every
+flush), and when both are lost the store derives it again from the commitlog
+(:func:`classify_record_crc`, ``MessageStore._derive_record_crc_range``), then writes the file
+again. docs/format.md §2.7 says why each source is sound.
 """
 
 from __future__ import annotations
@@ -12,9 +17,12 @@ from __future__ import annotations
 import msgspec
 
 from pocketmq.store import paths
+from pocketmq.store.checkpoint import Checkpoint
+from pocketmq.store.crc import crc32
 from pocketmq.store.files import Backend
+from pocketmq.store.record import CRC_PROPERTY_LENGTH, CRC_PROPERTY_PREFIX, record_crc_at
 
-__all__ = ["FORMAT_FILE", "DamagedRangeEntry", "StoreFormat"]
+__all__ = ["FORMAT_FILE", "DamagedRangeEntry", "StoreFormat", "classify_record_crc"]
 
 FORMAT_FILE = paths.CONFIG / "storeFormat.json"
 _NO_END = 1 << 63
@@ -46,14 +54,26 @@ class StoreFormat(msgspec.Struct, kw_only=True):
 
     @classmethod
     def load(cls, backend: Backend) -> StoreFormat:
+        """The file, else the checkpoint's copy of its range, else no range."""
+        return cls.load_with_source(backend)[0]
+
+    @classmethod
+    def load_with_source(cls, backend: Backend) -> tuple[StoreFormat, str]:
+        """(format, where it came from): ``"file"``, ``"checkpoint"`` (the file is missing or
+        unreadable, the checkpoint holds a copy of the range) or ``"none"`` (neither)."""
         data = backend.read_bytes(FORMAT_FILE)
-        if not data:
-            return cls()
-        try:
-            return msgspec.json.decode(data, type=cls)
-        except msgspec.DecodeError:
-            # Unreadable: claim nothing, so records fall back to their body CRC.
-            return cls()
+        if data:
+            try:
+                return msgspec.json.decode(data, type=cls), "file"
+            except msgspec.DecodeError:
+                pass
+        checkpoint = Checkpoint.load(backend)
+        if checkpoint is not None and checkpoint.record_crc_range is not None:
+            low, high = checkpoint.record_crc_range
+            return cls(
+                recordCrcFrom=low, recordCrcUntil=None if low is None else high
+            ), "checkpoint"
+        return cls(), "none"
 
     def save(self, backend: Backend) -> None:
         backend.write_bytes(FORMAT_FILE, msgspec.json.encode(self))
@@ -67,3 +87,20 @@ class StoreFormat(msgspec.Struct, kw_only=True):
                 recordCrcFrom=self.recordCrcFrom, recordCrcUntil=end_offset, damaged=self.damaged
             )
         return None
+
+
+def classify_record_crc(view: memoryview | bytes, position: int, size: int) -> str:
+    """How the record at ``position`` ends: ``"valid"`` (a ``__CRC32#`` property whose value is
+    the CRC of the rest of the record: the store wrote it, since that CRC covers the physical
+    offset and store time no client knows in advance), ``"broken"`` (the property's prefix or
+    frame is there but the value is mangled or wrong: a damaged one) or ``"none"``."""
+    end = position + size
+    stored = record_crc_at(view, end)
+    if stored is not None:
+        if crc32(view[position : end - CRC_PROPERTY_LENGTH]) & 0x7FFFFFFF == stored:
+            return "valid"
+        return "broken"
+    # The prefix in its place with the digits or the closing byte mangled. (Digits alone prove
+    # nothing: many properties end in ten digits.)
+    tail = bytes(view[max(position, end - CRC_PROPERTY_LENGTH) : end])
+    return "broken" if tail.startswith(CRC_PROPERTY_PREFIX) else "none"
