@@ -378,11 +378,12 @@ def remoting_resources(request: RemotingCommand) -> list[Resource]:
             for subscription in consumer.subscription_data_set or ():
                 found.append(topic_resource(subscription.topic, SUB))
     elif code in (RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ):
-        body_type = (
-            LockBatchRequestBody if code == RequestCode.LOCK_BATCH_MQ else UnlockBatchRequestBody
-        )
+        body: LockBatchRequestBody | UnlockBatchRequestBody
         try:
-            body = decode_json_body(request.body or b"{}", body_type)
+            if code == RequestCode.LOCK_BATCH_MQ:
+                body = decode_json_body(request.body or b"{}", LockBatchRequestBody)
+            else:
+                body = decode_json_body(request.body or b"{}", UnlockBatchRequestBody)
         except Exception as error:
             raise ValueError(f"lock body unreadable: {error}") from None
         found.append(group_resource(body.consumer_group, SUB))

@@ -15,6 +15,7 @@ from pocketmq.broker.protocol import RemotingCommand, RequestCode
 from pocketmq.broker.protocol.headers import (
     ConsumerData,
     HeartbeatData,
+    LockBatchRequestBody,
     SubscriptionData,
     encode_json_body,
 )
@@ -259,6 +260,22 @@ def test_remoting_resources_follow_rocketmq() -> None:
     )
     assert resources == [Resource("topic", "T", SUB), Resource("group", "G", SUB)]
     assert remoting_resources(request(320, {"b": "T"})) == [Resource("topic", "T", PUB)]
+
+
+def test_queue_locks_need_sub_on_their_group(acl: AccessControl) -> None:
+    def lock(group: str) -> bytes:
+        return encode_json_body(LockBatchRequestBody(consumer_group=group, client_id="c"))
+
+    for code in (RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ):
+        assert acl.check_remoting(request(code, {}, lock("groupC"), keys=USER), CLIENT) is None
+        refused = acl.check_remoting(request(code, {}, lock("groupA"), keys=USER), CLIENT)
+        assert refused is not None and "group:groupA" in refused
+
+
+def test_ipv6_clients_are_matched_by_host() -> None:
+    acl = AccessControl(global_white=["::1"])
+    assert acl.check_remoting(request(215, {"topic": "t"}), "::1:5000") is None
+    assert acl.check_remoting(request(215, {"topic": "t"}), "::2:5000") is not None
 
 
 def test_denials_are_logged_once_per_client_per_second(
