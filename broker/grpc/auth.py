@@ -45,7 +45,15 @@ from pocketmq.broker.services.acl import (
     topic_resource,
 )
 
-__all__ = ["AuthError", "GrpcAuth", "PermissionDenied", "grpc_resources", "parse_date", "sign"]
+__all__ = [
+    "AuthError",
+    "GrpcAuth",
+    "PermissionDenied",
+    "grpc_resources",
+    "parse_date",
+    "settings_resources",
+    "sign",
+]
 
 ALGORITHM: Final = "MQv2-HMAC-SHA1"
 WINDOW_S: Final = 300
@@ -213,4 +221,18 @@ def grpc_resources(request: Any) -> list[Resource]:
     elif name in ("HeartbeatRequest", "NotifyClientTerminationRequest"):
         if request.HasField("group") and request.group.name:
             group(request.group)
+    return [resource for resource in found if resource is not None]
+
+
+def settings_resources(settings: Any) -> list[Resource]:
+    """What a Telemetry ``Settings`` command names: PUB on each publishing topic; SUB on the
+    subscription's group and topics."""
+    found: list[Resource | None] = []
+    if settings.HasField("publishing"):
+        found += [topic_resource(t.name, PUB) for t in settings.publishing.topics]
+    if settings.HasField("subscription"):
+        found.append(group_resource(settings.subscription.group.name, SUB))
+        found += [
+            topic_resource(entry.topic.name, SUB) for entry in settings.subscription.subscriptions
+        ]
     return [resource for resource in found if resource is not None]

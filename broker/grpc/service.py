@@ -22,7 +22,13 @@ from typing import Any
 
 from pocketmq.broker.core import BrokerCore
 from pocketmq.broker.errors import BrokerError
-from pocketmq.broker.grpc.auth import AuthError, GrpcAuth, PermissionDenied, grpc_resources
+from pocketmq.broker.grpc.auth import (
+    AuthError,
+    GrpcAuth,
+    PermissionDenied,
+    grpc_resources,
+    settings_resources,
+)
 from pocketmq.broker.grpc.convert import (
     GrpcStatusError,
     accepted_types,
@@ -39,7 +45,7 @@ from pocketmq.broker.grpc.sessions import (
     settings_reply,
 )
 from pocketmq.broker.grpc.stubs import definition_pb2, service_pb2, service_pb2_grpc
-from pocketmq.broker.services.acl import AccessControl
+from pocketmq.broker.services.acl import AccessControl, Account, Denied
 from pocketmq.broker.services.groups import validate_group_name
 from pocketmq.broker.services.pop import INVISIBLE_MS_MAX, PopError
 from pocketmq.broker.services.pull import parse_tag_expression
@@ -102,11 +108,12 @@ class GrpcSettings:
 class _Call:
     """What every RPC needs from its metadata."""
 
-    __slots__ = ("client_id", "peer")
+    __slots__ = ("account", "client_id", "peer")
 
-    def __init__(self, client_id: str, peer: Host) -> None:
+    def __init__(self, client_id: str, peer: Host, account: Account | None = None) -> None:
         self.client_id = client_id
         self.peer = peer
+        self.account = account  # the ACL account the call was signed with
 
 
 def _peer_host(peer: str) -> Host:
@@ -161,12 +168,14 @@ class MessagingService(_Servicer):
 
     def _call(self, context: Any, request: Any = None) -> _Call:
         metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ())}
+        account = None
         if self._auth is not None:
             # the signature, then what the request touches (Telemetry: the stream only)
             what = type(request).__name__ if request is not None else "Telemetry"
             resources = grpc_resources(request) if request is not None else ()
             try:
-                self._auth.check(metadata, _peer_address(context.peer() or ""), what, resources)
+                peer = _peer_address(context.peer() or "")
+                account = self._auth.check(metadata, peer, what, resources)
             except AuthError as error:
                 raise GrpcStatusError(Code.UNAUTHORIZED, str(error)) from None
             except PermissionDenied as error:
@@ -174,7 +183,7 @@ class MessagingService(_Servicer):
         client_id = metadata.get("x-mq-client-id", "")
         if client_id:
             self.sessions.touch(client_id)
-        return _Call(client_id, _peer_host(context.peer() or ""))
+        return _Call(client_id, _peer_host(context.peer() or ""), account)
 
     async def _unary(
         self,
@@ -356,6 +365,10 @@ class MessagingService(_Servicer):
                 async for command in request_iterator:
                     self.sessions.touch(call.client_id)
                     if command.HasField("settings"):
+                        refusal = self._settings_refusal(call, command.settings)
+                        if refusal is not None:
+                            outbox.put_nowait(refusal)
+                            continue
                         reply = self.sessions.apply_settings(session, command.settings)
                         outbox.put_nowait(settings_reply(reply))
                     # thread stack traces and verify results: nothing asked for them
@@ -377,6 +390,17 @@ class MessagingService(_Servicer):
             reader.cancel()
             if session.outbox is outbox:
                 session.outbox = None
+
+    def _settings_refusal(self, call: _Call, settings: Any) -> Any | None:
+        """A FORBIDDEN reply when the settings name a topic or group the account may not use
+        (publishing: PUB on each topic; subscription: SUB on the group and its topics)."""
+        if self._auth is None or call.account is None:
+            return None
+        try:
+            self._auth.acl.authorize(call.account, "Settings", settings_resources(settings))
+        except Denied as denial:
+            return pb.TelemetryCommand(status=_status(Code.FORBIDDEN, str(denial)))
+        return None
 
     def _transaction_targets(self, producer_group: str) -> list[Any]:
         """Transaction checks for gRPC producers of a topic (their producer group)."""

@@ -374,3 +374,30 @@ def test_grpc_permissions(acl: AccessControl) -> None:
     assert auth.check(
         grpc_metadata(stamp(NOW), "y"), CLIENT, "ReceiveMessageRequest", grpc_resources(receive)
     )
+
+
+def test_telemetry_settings_name_their_topics_and_group(acl: AccessControl) -> None:
+    from pocketmq.broker.grpc.auth import settings_resources
+    from pocketmq.broker.grpc.stubs import definition_pb2
+    from pocketmq.broker.services.acl import Denied
+
+    def topic(name: str) -> definition_pb2.Resource:
+        return definition_pb2.Resource(name=name)
+
+    publishing = definition_pb2.Settings(
+        publishing=definition_pb2.Publishing(topics=[topic("topicB"), topic("topicC")])
+    )
+    assert settings_resources(publishing) == [
+        Resource("topic", "topicB", PUB),
+        Resource("topic", "topicC", PUB),
+    ]
+    with pytest.raises(Denied, match="topicC"):  # topicC is SUB only
+        acl.authorize(acl.accounts["RocketMQ"], "Settings", settings_resources(publishing))
+    subscription = definition_pb2.Settings(
+        subscription=definition_pb2.Subscription(
+            group=topic("groupC"),
+            subscriptions=[definition_pb2.SubscriptionEntry(topic=topic("topicC"))],
+        )
+    )
+    acl.authorize(acl.accounts["RocketMQ"], "Settings", settings_resources(subscription))
+    assert acl.allowed["Settings"] == 1 and acl.denied["Settings"] == 1
