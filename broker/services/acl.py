@@ -37,6 +37,7 @@ from typing import Final
 import msgspec
 
 from pocketmq.broker.protocol import RemotingCommand, RequestCode
+from pocketmq.broker.protocol.codes import MQVersion
 from pocketmq.broker.protocol.headers import (
     HeartbeatData,
     LockBatchRequestBody,
@@ -76,6 +77,8 @@ _PERM_NAMES: Final = {
     "SUB|PUB": PUB | SUB,
 }
 RETRY_PREFIX: Final = "%RETRY%"
+_UNIQUE_KEY_QUERY: Final = "_UNIQUE_KEY_QUERY"  # MixAll.UNIQUE_MSG_QUERY_FLAG
+_V4_9_3: Final = int(MQVersion.V4_9_4) - 2  # MQVersion.Version.V4_9_3's ordinal
 
 # Requests only an admin account may make. RocketMQ's Permission.ADMIN_CODE (topic and group
 # creation and deletion, broker config, static topics), plus what pocketmq or its name server
@@ -481,7 +484,11 @@ class AccessControl:
             raise Denied(f"access denied: no account for AccessKey {access_key}")
         if account.white.matches(host):
             return
-        expected = signature(account.secret_key, fields, request.body)
+        signed = fields
+        if request.version <= _V4_9_3 and _UNIQUE_KEY_QUERY in fields:
+            # Java clients up to 4.9.3 add this flag after signing: RocketMQ leaves it out
+            signed = {k: v for k, v in fields.items() if k != _UNIQUE_KEY_QUERY}
+        expected = signature(account.secret_key, signed, request.body)
         if not hmac.compare_digest(expected.encode(), fields.get(SIGNATURE, "").encode()):
             raise Denied(f"access denied: signature check failed for AccessKey {access_key}")
         try:

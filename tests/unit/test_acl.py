@@ -245,6 +245,16 @@ def test_heartbeat_needs_sub_on_every_group_and_topic_it_names(acl: AccessContro
     assert garbage is not None and "heartbeat" in garbage
 
 
+def test_old_java_clients_sign_before_adding_the_unique_key_flag(acl: AccessControl) -> None:
+    signed = request(RequestCode.QUERY_MESSAGE, {"topic": "topicC"}, keys=USER)
+    assert signed.ext_fields is not None
+    signed.ext_fields["_UNIQUE_KEY_QUERY"] = "true"
+    signed.version = 399  # 4.9.3
+    assert acl.check_remoting(signed, CLIENT) is None
+    signed.version = 401  # 4.9.4 signs it
+    assert acl.check_remoting(signed, CLIENT) is not None
+
+
 def test_white_addresses(acl: AccessControl) -> None:
     # globally white: no keys at all, admin codes included (as RocketMQ)
     assert acl.check_remoting(request(215, {"topic": "t"}), "10.10.103.9:4000") is None
