@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import os
 import subprocess
 import sys
 import uuid
@@ -257,3 +258,36 @@ def test_grpc_refuses_old_bad_and_replayed_dates(server: Process) -> None:
     old = (now - datetime.timedelta(days=3)).strftime("%Y%m%dT%H%M%SZ")
     for date in (old, "20200101T000000Z", "not-a-date"):
         assert grpc_call(server, date, str(uuid.uuid4())) == code.UNAUTHORIZED
+
+
+def test_the_official_python_client_with_a_plain_acl_account(
+    server: Process, tmp_path: Path
+) -> None:
+    """The official 5.x Python client signs with an account of the file: it may publish to a
+    topic it has PUB on (signing its local time as "Z", inside the window), not to one it
+    only has SUB on."""
+    pytest.importorskip("rocketmq")
+    from tests.integration.test_grpc_official_client import APP as CLIENT_APP
+    from tests.integration.test_grpc_official_client import RUN_TIMEOUT_S, run_app
+
+    async def topics() -> None:
+        async with Admin(server.extra["namesrv"], credentials=OPS) as admin:
+            for topic in ("Orders", "Audit"):
+                await admin.create_topic(topic, 2)
+
+    asyncio.run(topics())
+    keys = ("--access-key", "app", "--secret-key", "app-secret")
+    sent = run_app(server, tmp_path, "normal", "--topic", "Orders", "--count", "2", *keys)
+    assert len(sent["sent"]) == 2
+    refused = subprocess.run(
+        [sys.executable, str(CLIENT_APP), server.extra["grpc"], "normal", "--topic", "Audit",
+         "--count", "1", *keys],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        env={**os.environ, "HOME": str(tmp_path)},
+        check=False,
+    )  # fmt: skip
+
+    assert refused.returncode != 0
+    assert "ForbiddenException" in refused.stderr and "topic:Audit" in refused.stderr
