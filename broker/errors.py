@@ -18,7 +18,12 @@ from __future__ import annotations
 
 from enum import Enum
 
-from pocketmq.store.errors import LimitExceededError, StoreError, StoreFullError
+from pocketmq.store.errors import (
+    CorruptRecordError,
+    LimitExceededError,
+    StoreError,
+    StoreFullError,
+)
 
 __all__ = [
     "BrokerError",
@@ -107,7 +112,17 @@ def from_store_error(error: StoreError, what: str = "the message") -> BrokerErro
         text = str(error) if what == "the message" else f"a message of {what}: {error}"
         return BrokerError(Kind.MESSAGE_ILLEGAL, text)
     if isinstance(error, StoreFullError):
+        # No path: clients see that the disk is full, the broker's log says where.
         return BrokerError(
-            Kind.SERVICE_UNAVAILABLE, f"service not available now: disk full ({error})"
+            Kind.SERVICE_UNAVAILABLE, "service not available now: the broker's disk is full"
         )
-    return BrokerError(Kind.STORE_FAILED, f"store refused {what}: {error}")
+    return BrokerError(Kind.STORE_FAILED, f"store refused {what}: {_without_paths(error)}")
+
+
+def _without_paths(error: StoreError) -> str:
+    """The store's error as a client may read it: no server file path."""
+    if isinstance(error, CorruptRecordError):
+        return f"corrupt record at physical offset {error.offset}: {error.reason}"
+    if isinstance(error, OSError) and error.filename is not None:
+        return error.strerror or type(error).__name__
+    return str(error)

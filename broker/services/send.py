@@ -13,6 +13,7 @@ import random
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.errors import BrokerError, Kind, from_store_error
+from pocketmq.broker.services.retention import DiskGuard, disk_usage_of
 from pocketmq.broker.services.retry import RetryService
 from pocketmq.broker.services.topics import (
     NOT_ALLOWED_SEND_TOPICS,
@@ -22,7 +23,7 @@ from pocketmq.broker.services.topics import (
     validate_topic_name,
 )
 from pocketmq.broker.services.writer import MessageWriter
-from pocketmq.store.errors import StoreError
+from pocketmq.store.errors import StoreError, StoreFullError
 from pocketmq.store.message_store import MessageStore, PutMessage, PutResult
 
 __all__ = ["SendService"]
@@ -41,6 +42,7 @@ class SendService:
         writer: MessageWriter,
         retry: RetryService,
         config: BrokerConfig,
+        disk: DiskGuard | None = None,
     ) -> None:
         self.store = store
         self.topics = topics
@@ -49,6 +51,12 @@ class SendService:
         # read at each send: the broker's permission may change while it runs
         self.config = config
         self._sendable_names: set[str] = set()
+        # Refuses writes while the disk is (nearly) full; retention measures it each pass.
+        self.disk = disk or DiskGuard(
+            store,
+            disk_usage_of(config.data_dir) if config.data_dir is not None else (lambda: None),
+            warning_ratio=min(max(config.disk_space_warning_level_ratio, 35), 90),
+        )
 
     # -- checks -----------------------------------------------------------------------------
 
@@ -105,8 +113,16 @@ class SendService:
         """Store one message with its delay, timer or transaction."""
         try:
             return self.writer.put(message, properties)
+        except StoreFullError as error:
+            self._full(error)  # raises, or returns when the disk has room again
         except StoreError as error:
             raise from_store_error(error) from None
+        except OSError as error:  # the disk's own error, not the store's: no path to clients
+            raise self.disk.write_failed(error) from None
+        try:
+            return self.writer.put(message, properties)
+        except StoreFullError as error:
+            raise self.disk.write_failed(error) from None
 
     def put_batch(self, messages: list[PutMessage]) -> list[PutResult]:
         """Store a batch (one topic and queue) whole or not at all; no delay, timer or
@@ -114,10 +130,26 @@ class SendService:
         first = messages[0]
         try:
             results = self.store.put_many(messages)
+        except StoreFullError as error:
+            self._full(error)
+            try:
+                results = self.store.put_many(messages)
+            except StoreFullError as again:
+                raise self.disk.write_failed(again) from None
         except StoreError as error:
             raise from_store_error(error, "the batch") from None
+        except OSError as error:
+            raise self.disk.write_failed(error) from None
         self.writer.arrived(first.topic, first.queue_id)
         return results
+
+    def _full(self, error: StoreFullError) -> None:
+        """A write refused for a full disk: raise SERVICE_NOT_AVAILABLE, unless the guard, which
+        measures again at most once a second, finds room now (then the caller tries again)."""
+        if not self.disk.refusing:
+            raise self.disk.write_failed(error) from None  # an append met ENOSPC
+        if not self.disk.recheck():
+            raise self.disk.refusal() from None
 
     def check_batch(self, topic: str, size: int) -> None:
         """A batch of ``size`` bytes may be sent to ``topic`` (before it is decoded)."""

@@ -133,15 +133,20 @@ def test_retention_service_follows_the_deletion_hour_and_the_disk_ratios(tmp_pat
         assert store.put(PutMessage(topic="T", body=b"accepted")).physical_offset > 0
 
 
-def test_forced_deletion_above_the_forcible_ratio(tmp_path: Path) -> None:
+def test_forced_deletion_above_the_forcible_ratio_only_when_opted_in(tmp_path: Path) -> None:
     from pocketmq.broker.services.retention import RetentionPolicy, RetentionService
 
     clock = Clock()
     with MessageStore.open(tmp_path / "s", config=CONFIG, clock_ms=clock) as store:
         fill(store, clock, 10)
-        service = RetentionService(
-            store, RetentionPolicy(delete_when="", delete_file_batch_max=1), clock, lambda: 88.0
+        policy = RetentionPolicy(delete_when="", delete_file_batch_max=1)
+        service = RetentionService(store, policy, clock, lambda: 88.0)
+        done = service.run()  # nothing is expired or read, and forced cleaning is off
+        assert done["deleted"] == [] and done["kept"] == 2
+        assert done["unconsumed_queue"] == ("T", 0)
+        service.policy = RetentionPolicy(
+            delete_when="", delete_file_batch_max=1, clean_file_forcibly=True
         )
-        done = service.run()  # nothing is expired, but the disk is past 85 %
-        assert done["deleted"] == [0]
+        done = service.run()  # the user opted in: the oldest goes though nobody read it
+        assert done["deleted"] == [0] and done["forced"] == 1
         assert store.min_physical_offset == SEGMENT and store.min_offset("T", 0) == 4
