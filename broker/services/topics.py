@@ -1,7 +1,17 @@
-"""Topic configurations (RocketMQ's TopicConfigManager), persisted as ``config/topics.json``."""
+"""Topic configurations (RocketMQ's TopicConfigManager), persisted as ``config/topics.json``.
+
+RocketMQ saves the whole table on each change, and so does pocketmq while the table is small
+(at most 256 topics). Beyond, a change is still durable before it is acknowledged, but as one
+line appended to ``topics.json.journal`` (``persist.Journal``); the table is saved whole when
+the journal holds as many entries as half the table, and at a clean stop. Creating a topic then
+costs about the same with 300 topics or 10,000 (saving the table whole each time made creating
+10,000 topics one by one quadratic). A reader of ``topics.json`` alone (RocketMQ's tools) may
+miss the newest topics of a large table until the next whole save.
+"""
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Callable
@@ -11,7 +21,7 @@ import msgspec
 
 from pocketmq.broker.errors import Kind, TopicError
 from pocketmq.broker.protocol.headers import DataVersion, TopicConfig, TopicConfigSerializeWrapper
-from pocketmq.broker.services.persist import load_json, save_json
+from pocketmq.broker.services.persist import Journal, load_json, save_json
 from pocketmq.store.state import STATE_TOPIC
 from pocketmq.store.topics import (
     AUTO_CREATE_TOPIC,
@@ -44,6 +54,8 @@ __all__ = [
     "validate_topic_name",
 ]
 
+log = logging.getLogger("pocketmq.broker")
+
 PERM_READ = 4
 PERM_WRITE = 2
 PERM_RW = PERM_READ | PERM_WRITE
@@ -60,6 +72,18 @@ RETRY_OR_DLQ_TOPIC_LENGTH_MAX = 255
 # gRPC front-end checks sends against; no attribute means NORMAL (TopicConfig.getTopicMessageType).
 MESSAGE_TYPE_ATTRIBUTE = "message.type"
 MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")
+
+# Up to this many topics the table is saved whole on each change; beyond, changes go to the
+# journal, and the table is saved whole when it holds this many entries or half the table.
+_JOURNAL_MIN = 256
+
+
+class _TopicChange(msgspec.Struct, kw_only=True, rename="camel"):
+    """One journal entry: a topic's whole new config, or None when it was deleted."""
+
+    topic: str
+    config: TopicConfig | None
+    data_version: DataVersion
 
 
 def validate_topic_name(topic: str) -> str | None:
@@ -167,7 +191,23 @@ class TopicManager:
         wrapper = load_json(path, TopicConfigSerializeWrapper, TopicConfigSerializeWrapper())
         self.topics: dict[str, TopicConfig] = dict(wrapper.topic_config_table)
         self.data_version = wrapper.data_version
+        self.journal = Journal(path)
+        self._replay()
         self._add_system_topics()
+        self._warned_at = float("-inf")
+        # Changes the name servers have not been told of (None: a deletion).
+        self._unregistered: dict[str, TopicConfig | None] = {}
+
+    def _replay(self) -> None:
+        """Apply the changes made since the table was last saved whole."""
+        decode = msgspec.json.Decoder(_TopicChange).decode
+        for entry in self.journal.read():
+            change = decode(entry)
+            if change.config is None:
+                self.topics.pop(change.topic, None)
+            else:
+                self.topics[change.topic] = change.config
+            self.data_version = change.data_version
 
     def _add_system_topics(self) -> None:
         if self.auto_create and AUTO_CREATE_TOPIC not in self.topics:
@@ -229,8 +269,7 @@ class TopicManager:
             topic_sys_flag=topic_sys_flag,
             attributes=dict(attributes),
         )
-        self.topics[topic] = config
-        self._changed()
+        self._changed(topic, config)
         return config
 
     def create_on_send(self, topic: str, queue_nums: int | None) -> TopicConfig | None:
@@ -246,26 +285,79 @@ class TopicManager:
         return self.create(topic, read_queue_nums=nums, write_queue_nums=nums)
 
     def delete(self, topic: str) -> bool:
-        if self.topics.pop(topic, None) is None:
+        if topic not in self.topics:
             return False
-        self._changed()
+        self._changed(topic, None)
         return True
 
-    def _changed(self) -> None:
+    def _changed(self, topic: str, config: TopicConfig | None) -> None:
+        """Apply the change and make it durable; on a disk error it is undone and the caller
+        gets SERVICE_NOT_AVAILABLE (no path in it; the log has the whole error)."""
+        previous, previous_version = self.topics.get(topic), self.data_version
+        if config is None:
+            self.topics.pop(topic, None)
+        else:
+            self.topics[topic] = config
         self.data_version = DataVersion(
-            timestamp=int(time.time() * 1000), counter=self.data_version.counter + 1
+            timestamp=int(time.time() * 1000), counter=previous_version.counter + 1
         )
-        self.persist()
+        try:
+            if len(self.topics) <= _JOURNAL_MIN and not self.journal.count:
+                save_json(self.path, self.wrapper())  # a small table: whole, as RocketMQ does
+            else:
+                self.journal.append(
+                    msgspec.json.encode(
+                        _TopicChange(topic=topic, config=config, data_version=self.data_version)
+                    )
+                )
+        except OSError as error:
+            if previous is None:
+                self.topics.pop(topic, None)
+            else:
+                self.topics[topic] = previous
+            self.data_version = previous_version
+            now = time.monotonic()
+            if now - self._warned_at >= 60.0:  # one line a minute, not one per refused send
+                self._warned_at = now
+                log.warning("could not save the change of topic %s: %s", topic, error)
+            raise TopicError(
+                Kind.SERVICE_UNAVAILABLE,
+                "service not available now: the topic table could not be saved "
+                f"({error.strerror or 'I/O error'})",
+            ) from None
+        self._unregistered[topic] = config
+        if self.journal.count >= max(_JOURNAL_MIN, len(self.topics) // 2):
+            self._compact()
         if self.on_change is not None:
             self.on_change()  # name servers learn new topics at once, not 30 s later
+
+    def _compact(self) -> None:
+        try:
+            self.persist()
+        except OSError as error:  # the journal still holds every change: nothing is lost
+            log.warning("could not save the topic table whole (the journal keeps it): %s", error)
 
     def wrapper(self) -> TopicConfigSerializeWrapper:
         return TopicConfigSerializeWrapper(
             topic_config_table=dict(self.topics), data_version=self.data_version
         )
 
+    def take_changes(self) -> dict[str, TopicConfig] | None:
+        """The topics created or changed since the last call, for an incremental registration
+        (RocketMQ's registerIncrementBrokerData); None when a topic was deleted, which only a
+        registration of the whole table can say."""
+        changes, self._unregistered = self._unregistered, {}
+        if any(config is None for config in changes.values()):
+            return None
+        return {topic: config for topic, config in changes.items() if config is not None}
+
     def persist(self) -> None:
+        """Save the table whole and empty the journal (at a clean stop, and now and then)."""
         save_json(self.path, self.wrapper())
+        self.journal.clear()
+
+    def close(self) -> None:
+        self.journal.close()
 
     def user_topics(self) -> list[str]:
         return sorted(t for t in self.topics if not is_system_topic(t))
