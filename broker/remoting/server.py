@@ -59,6 +59,9 @@ RESPONSES_PER_WRITE: Final = 32
 class ServerLimits:
     frame_size_max: int = FRAME_SIZE_MAX  # RocketMQ's frameMaxLength, 16 MiB
     connections_max: int = 4096
+    # Connections the kernel may hold before they are accepted (RocketMQ serverSocketBacklog);
+    # asyncio's 100 drops handshakes of a burst, which then wait seconds for a retry.
+    backlog: int = 1024
     # Requests of one connection being handled at once (long polls included); past it the
     # connection stops being read until some finish: back-pressure, not memory.
     requests_in_flight_max: int = 1024
@@ -403,7 +406,7 @@ class RemotingServer:
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: Connection(self), host, port, reuse_address=True
+            lambda: Connection(self), host, port, reuse_address=True, backlog=self.limits.backlog
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._idle_task = asyncio.create_task(self._housekeeping(), name=f"{self.name}-limits")
