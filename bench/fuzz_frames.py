@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pocketmq.broker.grpc.server import HANDSHAKE_TIMEOUT_MS
 from pocketmq.broker.protocol import FrameDecoder, RemotingCommand, RequestCode, encode_frame
 from pocketmq.broker.protocol.codes import SerializeType
 from pocketmq.broker.protocol.errors import LocalProtocolError
@@ -617,7 +618,8 @@ async def attack(
         )
         held.append(await half_sent(standalone.namesrv, args.half_sent // 4, 1024 * 1024, rng))
         # every deadline passed, the sweeps after them run, their log lines written
-        wait_s = max(args.frame_timeout, args.first_request_timeout) + 3
+        handshake_s = HANDSHAKE_TIMEOUT_MS / 1000 if args.grpc_idle else 0
+        wait_s = max(args.frame_timeout, args.first_request_timeout, handshake_s) + 3
         held.append(await slowloris(standalone.broker, args.slowloris, 1.0, wait_s + 10))
         held.append(await idle_flood(standalone.broker, args.idle))
         held.append(await idle_flood(standalone.namesrv, args.idle // 8))

@@ -27,6 +27,9 @@ log = logging.getLogger("pocketmq.grpc")
 MESSAGE_SIZE_MAX = 16 * 1024 * 1024
 CONCURRENT_STREAMS_MAX = 1000  # per connection: receives are long polls, keep them bounded
 HOUSEKEEPING_S = 10.0
+# A connection must finish the HTTP/2 handshake this soon or is closed (grpc's default of
+# 120 s lets idle sockets pile up); the remoting ports' first_request_timeout_s, in ms.
+HANDSHAKE_TIMEOUT_MS = 15_000
 SERVICE_NAME = "MessagingService"
 
 
@@ -159,6 +162,7 @@ class GrpcFrontend:
                 ("grpc.max_receive_message_length", MESSAGE_SIZE_MAX),
                 ("grpc.max_send_message_length", MESSAGE_SIZE_MAX),
                 ("grpc.max_concurrent_streams", CONCURRENT_STREAMS_MAX),
+                ("grpc.server_handshake_timeout_ms", HANDSHAKE_TIMEOUT_MS),
                 ("grpc.so_reuseport", 0),
             ]
         )

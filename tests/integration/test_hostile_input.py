@@ -134,3 +134,23 @@ async def test_malformed_grpc_bodies_are_invalid_argument_with_one_line(
     )
     assert "Traceback" not in standalone.log_text()
     assert await bench.healthy(standalone, 10.0) is None
+
+
+async def test_a_malformed_message_in_the_middle_of_a_telemetry_stream(standalone: Any) -> None:
+    import grpc
+
+    from pocketmq.broker.grpc.stubs import definition_pb2, service_pb2
+
+    settings = service_pb2.TelemetryCommand(
+        settings=definition_pb2.Settings(client_type=definition_pb2.ClientType.PRODUCER)
+    ).SerializeToString()
+    path = "/apache.rocketmq.v2.MessagingService/Telemetry"
+    async with grpc.aio.insecure_channel(standalone.grpc) as channel:
+        call = channel.stream_stream(path)(
+            iter([settings, b"\x0f"]), timeout=10, metadata=(("x-mq-client-id", "mid-stream"),)
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            async for _ in call:
+                pass
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "TelemetryCommand" in (refused.value.details() or "")
