@@ -91,6 +91,10 @@ class Standalone:
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace")
 
+    def closes(self) -> Counter[str]:
+        """Connections closed per limit (and for a malformed frame), as its log says."""
+        return closes_in_log(self.log_text())
+
     def memory_kib(self, key: str = "VmHWM") -> int:
         """``VmHWM`` (peak resident memory) or ``VmRSS`` of the process, KiB."""
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
