@@ -91,7 +91,7 @@ class ServerLimits:
         ``ValueError`` names an unknown limit or a value that is not a positive number."""
         base = base or cls()
         names = [field.name for field in dataclasses.fields(cls)]
-        values: dict[str, int | float] = {}
+        values: dict[str, Any] = {}
         for setting in settings:
             name, sep, text = setting.partition("=")
             name = name.strip().replace("-", "_")
@@ -101,7 +101,8 @@ class ServerLimits:
             try:
                 value = kind(text.strip())
             except ValueError:
-                raise ValueError(f"{name}: {text!r} is not a {kind.__name__}") from None
+                what = "a whole number" if kind is int else "a number"
+                raise ValueError(f"{name}: {text!r} is not {what}") from None
             if not value > 0:
                 raise ValueError(f"{name}: {text!r} is not more than 0")
             values[name] = value

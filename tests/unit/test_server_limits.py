@@ -118,7 +118,7 @@ def test_limits_are_set_by_name() -> None:
     assert limits.idle_timeout_s == ServerLimits().idle_timeout_s
     with pytest.raises(ValueError, match="connections_max"):
         ServerLimits.with_settings(["no_such_limit=1"])
-    with pytest.raises(ValueError, match="not a int"):
+    with pytest.raises(ValueError, match="not a whole number"):
         ServerLimits.with_settings(["connections_max=many"])
     with pytest.raises(ValueError, match="more than 0"):
         ServerLimits.with_settings(["frame_timeout_s=0"])
