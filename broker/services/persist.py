@@ -146,10 +146,17 @@ def save_json(path: Path | None, value: object) -> None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(path.name + ".tmp")
-    with open(temp, "wb") as handle:
-        handle.write(_with_checksum(msgspec.json.encode(value)))
-        handle.flush()
-        os.fsync(handle.fileno())  # never an empty file after a power loss
+    try:
+        with open(temp, "wb") as handle:
+            handle.write(_with_checksum(msgspec.json.encode(value)))
+            handle.flush()
+            os.fsync(handle.fileno())  # never an empty file after a power loss
+    except OSError:
+        # A full disk: the old file stays as it was, and a half-written temp file must not
+        # keep holding the space that ran out.
+        with contextlib.suppress(OSError):
+            temp.unlink()
+        raise
     if path.exists():
         os.replace(path, path.with_name(path.name + ".bak"))
     os.replace(temp, path)

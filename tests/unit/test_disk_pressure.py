@@ -260,3 +260,23 @@ def test_a_topic_that_cannot_be_saved_is_not_created(tmp_path: Path) -> None:
     assert topics.get("Late") is None
     reopened = TopicManager(path, default_queue_nums=4, auto_create=True)
     assert reopened.get("T299") is not None and reopened.get("Late") is None
+
+
+def test_a_json_save_that_meets_a_full_disk_leaves_the_old_file_and_no_temp(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pocketmq.broker.services import persist
+
+    path = tmp_path / "config" / "consumerOffset.json"
+    persist.save_json(path, {"offsetTable": {"T@g": {"0": 5}}})
+    before = path.read_bytes()
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(persist.os, "fsync", full)
+    with pytest.raises(OSError):
+        persist.save_json(path, {"offsetTable": {"T@g": {"0": 9}}})
+    monkeypatch.undo()
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in path.parent.iterdir()) == ["consumerOffset.json"]
