@@ -498,7 +498,7 @@ async def campaign(args: argparse.Namespace) -> int:
         )
         kinds = list(DAMAGES)
         cases: list[Case] = []
-        for number in range(args.cases):
+        for number in [args.case] if args.case is not None else range(args.cases):
             rng = random.Random(args.seed * 1_000_003 + number)
             kind = kinds[number % len(kinds)] if number < len(kinds) else rng.choice(kinds)
             case = Case(number, kind)
@@ -516,6 +516,8 @@ async def campaign(args: argparse.Namespace) -> int:
                     + (f", refused: {case.refused}" if case.refused else "")
                     + (f", crashed: {case.crashed}" if case.crashed else "")
                 )
+            if args.case is not None:
+                print("\n".join(f"    WARNING {w}" for w in case.warnings))
     print_table(cases)
     print(f"({time.monotonic() - started:.0f} s)")
     bad = sum(c.outcome not in ("detected", "no effect") for c in cases)
@@ -544,6 +546,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--messages", type=int, default=600)
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--case", type=int, help="run only this case, and show its warnings")
     args = parser.parse_args()
     with contextlib.suppress(ImportError):
         import uvloop

@@ -28,6 +28,7 @@ from pocketmq.store.checkpoint import Checkpoint
 from pocketmq.store.commitlog import CommitLog
 from pocketmq.store.config import StoreConfig
 from pocketmq.store.consume_queue import FILLER, ConsumeQueueStore, QueueEntry
+from pocketmq.store.crc import crc32
 from pocketmq.store.durations import delay_level
 from pocketmq.store.errors import (
     CorruptRecordError,
@@ -92,6 +93,32 @@ _ENTRY_HEAD = picking_struct(
     "total_size", "magic", "queue_id", "queue_offset", "physical_offset", "sysflag", "body_length"
 )
 _REBUILD_MARKER = paths.config_file("consumeQueueRebuild.json")
+# What a clean stop left: the commitlog's first offset and each queue's length. The next open
+# checks what it finds against it (a first segment or a whole queue file deleted under a stopped
+# store is otherwise indistinguishable from retention, or from a queue never written) and then
+# removes it, so that retention and topic deletion while running never look like damage.
+_CLEAN_STOP = paths.config_file("cleanStop.json")
+
+
+class _CleanStop(msgspec.Struct, kw_only=True):
+    commitlogMinOffset: int  # noqa: N815 - JSON field names follow RocketMQ's config style
+    queues: dict[str, int]  # "<topic>/<queue id>" -> max offset
+    crc: int = 0  # of the encoding with crc 0
+
+    def sealed(self) -> bytes:
+        body = msgspec.json.encode(msgspec.structs.replace(self, crc=0))
+        return msgspec.json.encode(msgspec.structs.replace(self, crc=crc32(body) & 0x7FFFFFFF))
+
+    @classmethod
+    def read(cls, data: bytes) -> _CleanStop | None:
+        try:
+            stop = msgspec.json.decode(data, type=cls)
+        except msgspec.DecodeError:
+            return None
+        body = msgspec.json.encode(msgspec.structs.replace(stop, crc=0))
+        return stop if crc32(body) & 0x7FFFFFFF == stop.crc else None
+
+
 QueueKey = tuple[str, int]
 
 
@@ -314,12 +341,63 @@ class MessageStore:
         if self._closed:
             return
         self.flush_all()
+        self._write_clean_stop()
         self.index.close()
         self.consume_queues.close()
         self.commitlog.close()
         self.backend.remove(paths.ABORT)
         self._release_lock()
         self._closed = True
+
+    def _write_clean_stop(self) -> None:
+        queues = {
+            f"{topic}/{queue_id}": queue.max_offset
+            for (topic, queue_id), queue in self.consume_queues.queues.items()
+            if queue.max_offset
+        }
+        stop = _CleanStop(commitlogMinOffset=self.commitlog.min_offset, queues=queues)
+        with contextlib.suppress(OSError):  # only a check for the next open; never a reason to fail
+            self.backend.write_bytes(_CLEAN_STOP, stop.sealed())
+
+    def _check_clean_stop(self, report: RecoveryReport) -> None:
+        """Compare what the last clean stop left with what this open found (see _CLEAN_STOP)."""
+        data = self.backend.read_bytes(_CLEAN_STOP)
+        if data is None:
+            return
+        self.backend.remove(_CLEAN_STOP)
+        stop = _CleanStop.read(data)
+        if stop is None:
+            log.warning("store %s: %s is damaged; not used", self.backend.root, _CLEAN_STOP)
+            return
+        if not self.commitlog.segment_starts():
+            if stop.queues:
+                report.missing_segments.append(
+                    f"the commitlog holds no segment, but the clean stop left "
+                    f"{sum(stop.queues.values())} queue entries in {len(stop.queues)} queues "
+                    f"(from offset {stop.commitlogMinOffset}): every segment is missing"
+                )
+                log.warning("store %s: %s", self.backend.root, report.missing_segments[-1])
+            return
+        first = self.commitlog.min_offset
+        if first > stop.commitlogMinOffset:
+            report.missing_segments.append(
+                f"the commitlog starts at {first} but the clean stop left it starting at "
+                f"{stop.commitlogMinOffset}: segment {paths.file_name_for_offset(stop.commitlogMinOffset)}"
+                f" and the {first - stop.commitlogMinOffset} bytes after it are missing"
+            )
+            log.warning("store %s: %s", self.backend.root, report.missing_segments[-1])
+        short: dict[QueueKey, str] = {}
+        for name, length in stop.queues.items():
+            topic, _, queue_id = name.rpartition("/")
+            if not queue_id.isdigit():
+                continue
+            queue = self.consume_queues.get(topic, int(queue_id))
+            found = 0 if queue is None else queue.max_offset
+            if found < length:
+                short[(topic, int(queue_id))] = (
+                    f"it holds {found} entries, the last clean stop left {length}"
+                )
+        self.rebuild_queues(short)
 
     def crash_for_test(self) -> None:
         """Drop every handle without flushing or removing ``abort``, as a killed process would."""
@@ -348,6 +426,8 @@ class MessageStore:
         if format_source != "file" and starts:
             self._recover_store_format(report, format_source)
         if not starts:
+            if not abnormal:
+                self._check_clean_stop(report)
             self.consume_queues.destroy_all()
             self.index.truncate_after(0)
             report.seconds = time.perf_counter() - started
@@ -468,6 +548,10 @@ class MessageStore:
                 report.redispatched += 1
         if lacking:
             self.rebuild_queues(lacking)
+        if not abnormal:
+            self._check_clean_stop(report)
+        else:
+            self.backend.remove(_CLEAN_STOP)
         report.queues_rebuilt = [f"{t}/{q}: {why}" for t, q, why in self.queues_rebuilt]
         self._report_missing_segments(report, checkpoint.confirm_phy_offset)
         if index_broken:
@@ -1170,12 +1254,42 @@ class MessageStore:
                 and physical < self.checked_from
                 and not record_intact(view, self.store_format.requires_crc(physical))
             ):
-                self.corrupt_reads += 1
-                continue  # never serve a damaged record; recovery or `store inspect` names it
+                self._quarantine(physical, size, f"{topic}/{queue_id} offset {queue_offset}")
+                continue  # never served; every record after it stays readable
             messages.append((queue_offset, physical, view))
             total_bytes += size
         status = GetStatus.FOUND if messages else GetStatus.NO_MATCHED_MESSAGE
         return GetResult(status, next_offset, low, high, messages)
+
+    def _quarantine(self, physical: int, size: int, where: str) -> None:
+        """A read met a record that fails its CRC (damage after the recovery scan, or in a
+        part no scan checked): reported once at WARNING, remembered as a damaged range (in
+        storeFormat.json, so later starts report it too) and never served."""
+        self.corrupt_reads += 1
+        start = physical - physical % self.commitlog.segment_size
+        damage = DamagedRange(
+            str(paths.commitlog_segment(start)),
+            physical,
+            physical + size,
+            f"record of {where} fails its CRC when read",
+        )
+        self.damaged.append(damage)
+        log.warning(
+            "store %s: %s at offset %d (%d bytes): %s; not served",
+            self.backend.root or "(memory)",
+            damage.file,
+            physical - start,
+            size,
+            damage.reason,
+        )
+        entry = DamagedRangeEntry(
+            file=damage.file, start=physical, end=physical + size, reason=damage.reason
+        )
+        self.store_format = msgspec.structs.replace(
+            self.store_format, damaged=[*self.store_format.damaged, entry]
+        )
+        with contextlib.suppress(OSError):  # the warning stands; the next recovery finds it
+            self.store_format.save(self.backend)
 
     def _bad_entry(
         self, topic: str, queue_id: int, logical: int, physical: int, size: int, mismatch: str
