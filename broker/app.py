@@ -52,6 +52,7 @@ from pocketmq.broker.services.groups import GroupManager
 from pocketmq.broker.services.locks import LockManager
 from pocketmq.broker.services.long_polling import PullHoldService
 from pocketmq.broker.services.offsets import OffsetManager
+from pocketmq.broker.services.outage import Outage
 from pocketmq.broker.services.pop import PopService
 from pocketmq.broker.services.pull import PullService
 from pocketmq.broker.services.queries import MessageQueries
@@ -464,16 +465,36 @@ class Broker(BrokerCore):
     # -- background work ---------------------------------------------------------------------
 
     async def _housekeeping(self) -> None:
-        loop = asyncio.get_running_loop()
+        chores = self._chores()
         while True:
             await asyncio.sleep(self.config.consumer_offset_persist_s)
-            try:
-                self.offsets.persist()
-                self.schedule.persist()
-                self.timer.persist()
-                self.clients.expire(loop.time() - self.config.client_channel_expiry_s)
-            except Exception:
-                log.exception("housekeeping failed")
+            self.keep_house(chores)
+
+    def _chores(self) -> list[tuple[Outage, Callable[[], object]]]:
+        """The periodic work, each part with its own Outage: a full or read-only disk that
+        stops the saves says so once (not a traceback every 5 s) and stops nothing else."""
+        loop = asyncio.get_running_loop()
+        kept = "kept in memory and saved once the disk has room"
+        again = "tried again next round"
+        return [
+            # Deliveries the disk refused first (they log their own episodes), so the progress
+            # saved next includes them.
+            (Outage("retrying refused delay-level deliveries", again), self.schedule.retry_refused),
+            (Outage("retrying refused timer deliveries", again), self.timer.retry_refused),
+            (Outage("saving consumer offsets", kept), self.offsets.persist),
+            (Outage("saving delay-level progress", kept), self.schedule.persist),
+            (Outage("saving the timer's progress", kept), self.timer.persist),
+            (
+                Outage("expiring idle clients", again),
+                lambda: self.clients.expire(loop.time() - self.config.client_channel_expiry_s),
+            ),
+        ]
+
+    def keep_house(self, chores: list[tuple[Outage, Callable[[], object]]]) -> None:
+        """One round of the periodic work; what failed is tried again next round (consumer
+        offsets not saved stay dirty)."""
+        for outage, work in chores:
+            outage.run(work)
 
     async def _clean_loop(self) -> None:
         while True:

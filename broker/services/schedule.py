@@ -7,6 +7,11 @@ its delivery time. When due, it is written again to its real topic as a new reco
 properties and unique key, minus ``DELAY`` and the timer properties) and the waiting copy is
 marked for deletion. Each level's progress is kept in ``config/delayOffset.json``.
 
+A delivery the disk refuses (full, read-only) stops its level at that message: the level's
+progress does not move past it, and :meth:`ScheduleService.retry_refused` (the broker's
+housekeeping, every few seconds of real time) tries again until the disk takes it. The episode
+is logged once (``Outage``).
+
 While it waits a message is unavailable (state 10); the delivered copy is available.
 """
 
@@ -20,6 +25,7 @@ import msgspec
 
 from pocketmq.broker.errors import DelayError
 from pocketmq.broker.services.clock import Scheduler
+from pocketmq.broker.services.outage import Outage
 from pocketmq.broker.services.persist import load_json, save_json
 from pocketmq.broker.services.topics import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 from pocketmq.store.durations import delay_level
@@ -61,6 +67,11 @@ class ScheduleService:
         )
         self._scheduled: dict[int, int] = {}  # level -> due time already asked of the scheduler
         self.delivered = 0
+        self.refused: set[int] = set()  # levels stopped at a delivery the disk refused
+        self.outage = Outage(
+            "delivering delay-level messages",
+            "they wait, in order, and are delivered once the disk takes writes",
+        )
 
     @property
     def max_level(self) -> int:
@@ -137,6 +148,7 @@ class ScheduleService:
         now = self.now_ms()
         offset = max(self.offsets.get(level, 0), queue.min_offset)
         delivered = 0
+        refused = False
         while offset < queue.max_offset:
             physical, _size, due_ms = queue.get(offset, 1)[0]
             if due_ms > now + self.levels_ms[level - 1]:
@@ -154,9 +166,29 @@ class ScheduleService:
                 log.error(
                     "delay level %d: skipping unreadable message at %d: %s", level, physical, error
                 )
+            except OSError as error:
+                # The disk refused the delivered copy (StoreFullError is an OSError too): stay
+                # on this message, not past it; retry_refused tries again.
+                refused = True
+                self.refused.add(level)
+                self.outage.failed(error)
+                break
             offset += 1
             self.offsets[level] = offset
+        if not refused and level in self.refused:
+            self.refused.discard(level)
+            if not self.refused:
+                self.outage.worked()
         self.delivered += delivered
+        return delivered
+
+    def retry_refused(self) -> int:
+        """Deliver again what the disk refused, level by level; returns how many went out."""
+        delivered = 0
+        for level in sorted(self.refused):
+            delivered += self.deliver_due(level)
+            if level in self.refused:
+                break  # still refused: the other levels would be too
         return delivered
 
     def _deliver(self, record) -> None:  # noqa: ANN001 - a store MessageRecord

@@ -15,6 +15,11 @@ After a restart the waiting records still unavailable are found again from a low
 kept in ``config/timerCheck.json`` and rescheduled; nothing is lost. A crash between writing the
 delivered copy and the state record that retires the waiting one can deliver that message a
 second time (same unique key) after the restart: at-least-once, like RocketMQ's timer.
+
+A delivery the disk refuses (full, read-only) is not dropped: the waiting record stays
+unavailable (so the low-water mark stays below it) and :meth:`TimerService.retry_refused` (the
+broker's housekeeping, every few seconds of real time) delivers it once the disk takes writes,
+late, and before any timer due after it. The episode is logged once (``Outage``).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import msgspec
 
 from pocketmq.broker.errors import TimerError
 from pocketmq.broker.services.clock import Scheduler
+from pocketmq.broker.services.outage import Outage
 from pocketmq.broker.services.persist import load_json, save_json
 from pocketmq.store.errors import CorruptRecordError, OffsetOutOfRangeError
 from pocketmq.store.message_store import MessageStore, PutMessage, PutResult, copy_of
@@ -64,6 +70,11 @@ class TimerService:
         self.max_delay_ms = max_delay_ms
         self.low_water = load_json(path, _TimerCheck, _TimerCheck()).low_water_offset
         self.delivered = 0
+        self.refused: dict[int, int] = {}  # physical offset -> due time, of refused deliveries
+        self.outage = Outage(
+            "delivering timer messages",
+            "they wait and are delivered once the disk takes writes",
+        )
 
     def deliver_ms_of(self, properties: dict[str, str], now_ms: int) -> int | None:
         """The delivery time a message asks for, None when it has no timer property. A message
@@ -118,7 +129,7 @@ class TimerService:
         """Arm the delivery of a waiting timer (after it is stored, or after a restart)."""
         self.scheduler.at(
             deliver_ms,
-            lambda: self._deliver(physical_offset),
+            lambda: self._deliver_or_keep(physical_offset, deliver_ms),
             alive=lambda: self.store.state_of(physical_offset) is MessageState.UNAVAILABLE,
         )
 
@@ -141,6 +152,37 @@ class TimerService:
             self.stored_again(physical, deliver_ms)
             found += 1
         return found
+
+    def _deliver_or_keep(self, physical_offset: int, deliver_ms: int) -> bool:
+        """Deliver a due timer; one the disk refuses is kept for :meth:`retry_refused`. True
+        when it was delivered (or needed nothing)."""
+        if self.refused and physical_offset not in self.refused:
+            self.retry_refused()  # those due before it go first
+            if self.refused:
+                self.refused[physical_offset] = deliver_ms
+                return False
+        try:
+            self._deliver(physical_offset)
+        except OSError as error:  # StoreFullError too: the disk, not this message
+            self.refused[physical_offset] = deliver_ms
+            self.outage.failed(error)
+            return False
+        self.refused.pop(physical_offset, None)
+        if not self.refused:
+            self.outage.worked()
+        return True
+
+    def retry_refused(self) -> int:
+        """Deliver again what the disk refused, earliest due first; returns how many went
+        out. Stops at the first refusal: the disk refuses the rest too."""
+        delivered = 0
+        for physical, deliver_ms in sorted(
+            self.refused.items(), key=lambda item: (item[1], item[0])
+        ):
+            if not self._deliver_or_keep(physical, deliver_ms):
+                break
+            delivered += 1
+        return delivered
 
     def _deliver(self, physical_offset: int) -> None:
         store = self.store
@@ -171,8 +213,8 @@ class TimerService:
                 break
             offset = logical + 1
         if offset != self.low_water:
-            self.low_water = offset
             save_json(self.path, _TimerCheck(low_water_offset=offset))
+            self.low_water = offset  # after the save: a refused one is tried again next time
 
     def recall(self, topic: str, message_id: str) -> bool:
         """Cancel a message still waiting for its time (RocketMQ 5.x RecallMessage); False when

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 
 from pocketmq.broker.errors import BrokerError
+from pocketmq.broker.services.outage import Outage
 from pocketmq.broker.services.schedule import ScheduleService
 from pocketmq.broker.services.timer import TIMER_PROPERTIES, TimerService
 from pocketmq.broker.services.transactions import TransactionService
@@ -45,6 +46,10 @@ class MessageWriter:
         self.schedule: ScheduleService | None = None
         self.timer: TimerService | None = None
         self.transactions: TransactionService | None = None
+        self.refused = Outage(
+            "storing the retry copies of messages consumers sent back",
+            "the client that asked for each is told it failed",
+        )
 
     def attach(
         self, schedule: ScheduleService, timer: TimerService, transactions: TransactionService
@@ -101,7 +106,14 @@ class MessageWriter:
         """``put_internal`` for a copy made on a client's behalf: a failure is logged and
         answered as None, so the caller can tell the client without raising."""
         try:
-            return self.put_internal(message)
-        except (BrokerError, StoreError) as error:  # a bad delay or timer; the store's refusal
+            result = self.put_internal(message)
+        except OSError as error:
+            # A full or read-only disk (StoreFullError is one too): it refuses every message
+            # alike, so it is said once per episode, not once per message.
+            self.refused.failed(error)
+            return None
+        except (BrokerError, StoreError) as error:  # a bad delay or timer: this message's fault
             log.error("could not store a message for %s: %s", message.topic, error)
             return None
+        self.refused.worked()
+        return result
