@@ -24,19 +24,22 @@ import contextlib
 import difflib
 import logging
 import os
+import re
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
 
-__all__ = ["ConfigFileError", "Journal", "load_json", "save_json"]
+__all__ = ["ConfigFileError", "Journal", "JournaledTable", "load_json", "save_json"]
 
 log = logging.getLogger("pocketmq.broker")
 
 T = TypeVar("T")
 
 _CRC_KEY = b',"pocketmqCrc32":'
+_LAST_NUMBER_KEY = re.compile(rb',\s*"([^"]{1,40})"\s*:\s*-?\d+\s*}\s*$')
 
 
 class ConfigFileError(ValueError):
@@ -56,7 +59,12 @@ def _with_checksum(body: bytes) -> bytes:
 def _check_checksum(data: bytes) -> None:
     at = data.rfind(_CRC_KEY)
     if at < 0:
-        return  # RocketMQ's own file, or one written by hand
+        # RocketMQ's own file, or one written by hand; unless its last key is ours, damaged
+        # (a changed letter or digit of the key would otherwise switch the check off).
+        last = _LAST_NUMBER_KEY.search(data)
+        if last and difflib.SequenceMatcher(None, last[1], b"pocketmqCrc32").ratio() >= 0.8:
+            raise _Damaged(f"its pocketmqCrc32 key reads {last[1].decode(errors='replace')!r}")
+        return
     tail = data[at + len(_CRC_KEY) :].strip()
     if not tail.endswith(b"}") or not tail[:-1].strip().isdigit():
         raise _Damaged("its pocketmqCrc32 key is not the last one or not a number")
@@ -249,6 +257,37 @@ class Journal:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+class JournaledTable:
+    """When a table's change is saved whole and when as a :class:`Journal` line (the topic
+    table's rule, for any table keyed by name): whole while the table holds at most
+    ``journal_min`` entries and the journal is empty, as RocketMQ saves; beyond, one journal
+    line, and the table is due to be saved whole once the journal holds ``journal_min`` entries
+    or half the table, so the journal never outgrows the table and the cost of a change stays
+    flat."""
+
+    def __init__(self, path: Path | None, *, journal_min: int = 256) -> None:
+        self.path = path
+        self.journal = Journal(path)
+        self.journal_min = journal_min
+
+    def save_change(
+        self, size: int, whole: Callable[[], object], entry: Callable[[], bytes]
+    ) -> bool:
+        """Make one change durable: the table ``whole()`` (``size`` entries, the change in it)
+        or the journal line ``entry()``. True when the table is now due to be saved whole
+        (:meth:`save_whole`). An ``OSError`` leaves both files as they were."""
+        if size <= self.journal_min and not self.journal.count:
+            save_json(self.path, whole())
+            return False
+        self.journal.append(entry())
+        return self.journal.count >= max(self.journal_min, size // 2)
+
+    def save_whole(self, value: object) -> None:
+        """Save the table whole and empty the journal (now and then, and at a clean stop)."""
+        save_json(self.path, value)
+        self.journal.clear()
 
 
 def _fsync_directory(directory: Path) -> None:

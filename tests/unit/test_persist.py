@@ -50,6 +50,20 @@ def test_a_changed_digit_is_damage_and_the_backup_is_read(
     assert path.with_name(path.name + ".corrupt").exists()
 
 
+@pytest.mark.parametrize("at", range(len("pocketmqCrc32")))
+def test_a_changed_character_in_the_checksum_key_is_damage_not_a_file_without_one(
+    tmp_path: Path, at: int
+) -> None:
+    path = tmp_path / "consumerOffset.json"
+    saved(path, Offsets({"T@g": {0: 7}}))
+    data = path.read_bytes()
+    key = data.rindex(b"pocketmqCrc32") + at
+    changed = b"0" if data[key : key + 1].isalpha() else b"x"  # a digit for a letter, and back
+    path.write_bytes(data[:key] + changed + data[key + 1 :])
+    with pytest.raises(ConfigFileError, match="pocketmqCrc32 key reads"):
+        load_json(path, Offsets, EMPTY)
+
+
 def test_a_flipped_letter_in_a_key_is_damage_not_an_empty_table(tmp_path: Path) -> None:
     path = tmp_path / "consumerOffset.json"
     path.write_text('{"offsetTablf":{"T@g":{"0":3}}}')  # no checksum: RocketMQ's, damaged
