@@ -389,17 +389,20 @@ async def half_sent(address: str, connections: int, bytes_each: int, rng: random
     header = b'{"code":10,"flag":0,"opaque":1,"extFields":{}}'
     head = struct.pack(">ii", FRAME_MAX - 4, len(header)) + header
 
+    filler = rng.randbytes(1 << 20)  # one random MiB, sent again and again (no copy each)
+
     async def one() -> None:
         pair = await _connect(address, held)
         if pair is None:
             return
-        writer = pair[1]
-        data = (head + rng.randbytes(min(bytes_each, 1 << 20)) * (bytes_each // (1 << 20) + 1))[
-            :bytes_each
-        ]
+        writer, left = pair[1], bytes_each
         with contextlib.suppress(ConnectionError):
-            writer.write(data)
-            await writer.drain()
+            writer.write(head[:left])
+            left -= len(head)
+            while left > 0 and not writer.is_closing():
+                writer.write(filler[:left])
+                left -= len(filler)
+                await writer.drain()
 
     await asyncio.gather(*(one() for _ in range(connections)))
     return held

@@ -512,6 +512,10 @@ class FrameDecoder:
         """Bytes received but not yet part of a whole frame."""
         return len(self._buf)
 
+    def discard(self) -> None:
+        """Let go of the bytes of a partial frame now (the stream is being closed)."""
+        self._buf = bytearray()
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
         if self._error is not None:
             raise self._error

@@ -101,6 +101,11 @@ class RemotingSession(Generic[T]):
         """Bytes received that do not make a whole frame yet."""
         return self._decoder.buffered_bytes
 
+    def discard_buffered(self) -> None:
+        """Let go of a partial frame's bytes now: the connection is being closed, and its
+        memory should not wait for the loop to report it lost."""
+        self._decoder.discard()
+
     def deadlines(self) -> dict[int, float]:
         """opaque -> deadline of every pending request."""
         return {opaque: entry[1] for opaque, entry in self._pending.items()}

@@ -351,6 +351,7 @@ class Connection(asyncio.Protocol):
         if self.transport is not None and not self.closed:
             self.closed = True
             self.server._connection_closing(self)
+            self.session.discard_buffered()
             self.transport.close()
 
 

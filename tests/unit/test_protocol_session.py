@@ -182,3 +182,14 @@ def test_a_frame_over_the_limit_is_refused_as_soon_as_its_length_is_read() -> No
     session: RemotingSession[str] = RemotingSession(frame_size_max=64)
     _, _, error = session.receive_data(encode_frame(request(body=b"x" * 100))[:8])
     assert isinstance(error, FrameTooLargeError) and session.error is error
+
+
+def test_partial_frame_bytes_are_counted_as_they_arrive_and_can_be_let_go() -> None:
+    session: RemotingSession[str] = RemotingSession()
+    frame = encode_frame(request(body=b"x" * 1000))
+    session.receive_data(frame[:3])
+    assert session.buffered_bytes == 3
+    session.receive_data(frame[3:500])
+    assert session.buffered_bytes == 500  # what arrived, not what the length field announces
+    session.discard_buffered()
+    assert session.buffered_bytes == 0
