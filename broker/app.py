@@ -361,10 +361,19 @@ class Broker(BrokerCore):
         self.holds.wake_all()
         await self.scheduler.close()
         await self.flush.close()
-        self.schedule.persist()
-        self.timer.persist()
-        self.offsets.persist(force=True)
-        self.topics.persist()
+        for what, save in (
+            ("delay-level progress", self.schedule.persist),
+            ("the timer's progress", self.timer.persist),
+            ("consumer offsets", lambda: self.offsets.persist(force=True)),
+            ("the topic table", self.topics.persist),
+            ("the subscription group table", self.groups.persist),
+        ):
+            try:
+                save()
+            except OSError as error:  # a full disk at the stop: the store still closes
+                log.warning("could not save %s at the stop: %s", what, error)
+        self.topics.close()
+        self.groups.close()
         self.store.close()
         if self.embedded_namesrv is not None:
             await self.embedded_namesrv.close()
@@ -484,6 +493,7 @@ class Broker(BrokerCore):
             (Outage("saving consumer offsets", kept), self.offsets.persist),
             (Outage("saving delay-level progress", kept), self.schedule.persist),
             (Outage("saving the timer's progress", kept), self.timer.persist),
+            (Outage("saving groups created on the fly", again), self.groups.save_unsaved),
             (
                 Outage("expiring idle clients", again),
                 lambda: self.clients.expire(loop.time() - self.config.client_channel_expiry_s),

@@ -224,7 +224,10 @@ def handle_create_group(
     problem = validate_group_name(config.group_name)
     if problem:
         return request.make_response(ResponseCode.SYSTEM_ERROR, problem)
-    broker.groups.put(config)
+    try:
+        broker.groups.put(config)
+    except BrokerError as error:  # the disk refused the save: SERVICE_NOT_AVAILABLE, no path
+        return error_response(request, error)
     return request.make_response(ResponseCode.SUCCESS)
 
 

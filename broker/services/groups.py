@@ -1,4 +1,18 @@
-"""Subscription groups (RocketMQ's SubscriptionGroupManager), ``config/subscriptionGroup.json``."""
+"""Subscription groups (RocketMQ's SubscriptionGroupManager), ``config/subscriptionGroup.json``.
+
+Saved as the topic table is (``persist.JournaledTable``): whole on each change while the table
+holds at most 256 groups, as RocketMQ does; beyond, a change is one synced line in
+``subscriptionGroup.json.journal``, and the table is saved whole when the journal holds half as
+many entries as the table, and at a clean stop. Creating 10,000 groups one by one no longer
+costs time that grows with the table. A reader of ``subscriptionGroup.json`` alone (RocketMQ's
+tools) may miss the newest groups of a large table until the next whole save.
+
+On a disk that refuses the save (full, read-only): a group created by an administrator is
+refused with SERVICE_NOT_AVAILABLE and not kept; a group created on the fly for a consumer
+(``autoCreateSubscriptionGroup``) is kept in memory, so the consumer goes on reading, and saved
+with the next save that works (``save_unsaved``, the broker's housekeeping). One WARNING per
+episode, one INFO when saves work again.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +22,10 @@ from pathlib import Path
 
 import msgspec
 
+from pocketmq.broker.errors import BrokerError, Kind
 from pocketmq.broker.protocol.headers import DataVersion, SubscriptionGroupConfig
-from pocketmq.broker.services.persist import load_json, save_json
+from pocketmq.broker.services.outage import Outage
+from pocketmq.broker.services.persist import JournaledTable, load_json
 
 __all__ = ["GroupConfig", "GroupManager", "validate_group_name"]
 
@@ -39,31 +55,113 @@ class _GroupFile(msgspec.Struct, rename="camel"):
     data_version: DataVersion = DataVersion()
 
 
+class _GroupChange(msgspec.Struct, kw_only=True, rename="camel"):
+    """One journal entry: a group's whole new config (idempotent on replay)."""
+
+    group: str
+    config: GroupConfig
+    data_version: DataVersion
+
+
 class GroupManager:
     def __init__(self, path: Path | None, *, auto_create: bool) -> None:
         self.path = path
         self.auto_create = auto_create
         loaded = load_json(path, _GroupFile, _GroupFile())
-        self.groups: dict[str, GroupConfig] = loaded.subscription_group_table
+        self.groups: dict[str, GroupConfig] = dict(loaded.subscription_group_table)
         self.data_version = loaded.data_version
+        self.file = JournaledTable(path)
+        self._replay()
+        self._unsaved = False  # groups created on the fly that the disk refused to save
+        self.outage = Outage(
+            "saving the subscription group table",
+            "new groups are refused to administrators; groups consumers create are kept in "
+            "memory and saved once the disk has room",
+        )
+        self._compaction = Outage(
+            "saving the subscription group table whole", "its journal keeps every change"
+        )
+
+    def _replay(self) -> None:
+        """Apply the changes made since the table was last saved whole."""
+        decode = msgspec.json.Decoder(_GroupChange).decode
+        for entry in self.file.journal.read():
+            change = decode(entry)
+            self.groups[change.group] = change.config
+            self.data_version = change.data_version
 
     def find_or_create(self, group: str) -> GroupConfig | None:
         config = self.groups.get(group)
         if config is None and self.auto_create:
-            config = self.groups[group] = GroupConfig(group_name=group)
-            self._changed()
+            config = GroupConfig(group_name=group)
+            try:
+                self._changed(config)
+            except OSError:
+                # Reads go on on a full disk, and a consumer of a new group is a reader: keep
+                # the group (its default config) in memory, save it with the next save.
+                self.groups[group] = config
+                self._bump_version()
+                self._unsaved = True
         return config
 
     def put(self, config: GroupConfig) -> None:
-        """Create or replace a group (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP), persisted at once."""
-        self.groups[config.group_name] = config
-        self._changed()
+        """Create or replace a group (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP), persisted at once;
+        SERVICE_NOT_AVAILABLE (no path in it) when the disk refuses, the table unchanged."""
+        try:
+            self._changed(config)
+        except OSError as error:
+            raise BrokerError(
+                Kind.SERVICE_UNAVAILABLE,
+                "service not available now: the subscription group table could not be saved "
+                f"({error.strerror or 'I/O error'})",
+            ) from None
 
-    def _changed(self) -> None:
+    def _bump_version(self) -> None:
         self.data_version = DataVersion(
             timestamp=int(time.time() * 1000), counter=self.data_version.counter + 1
         )
-        self.persist()
+
+    def _changed(self, config: GroupConfig) -> None:
+        """Apply the change and make it durable; on a disk error it is undone and re-raised."""
+        name = config.group_name
+        previous, previous_version = self.groups.get(name), self.data_version
+        self.groups[name] = config
+        self._bump_version()
+        try:
+            if self._unsaved:  # groups the disk refused before: the whole table, with them
+                self.persist()
+                compact = False
+            else:
+                compact = self.file.save_change(
+                    len(self.groups),
+                    self.wrapper,
+                    lambda: msgspec.json.encode(
+                        _GroupChange(group=name, config=config, data_version=self.data_version)
+                    ),
+                )
+        except OSError as error:
+            if previous is None:
+                del self.groups[name]
+            else:
+                self.groups[name] = previous
+            self.data_version = previous_version
+            self.outage.failed(error)
+            raise
+        self.outage.worked()
+        if compact:
+            # A refusal loses nothing: the journal still holds every change.
+            self._compaction.run(self.persist)
+
+    def save_unsaved(self) -> None:
+        """Save the groups created while the disk refused (the broker's housekeeping)."""
+        if not self._unsaved:
+            return
+        try:
+            self.persist()
+        except OSError as error:
+            self.outage.failed(error)
+            return
+        self.outage.worked()
 
     def wrapper(self) -> _GroupFile:
         return _GroupFile(
@@ -71,4 +169,9 @@ class GroupManager:
         )
 
     def persist(self) -> None:
-        save_json(self.path, self.wrapper())
+        """Save the table whole and empty the journal (at a clean stop, and now and then)."""
+        self.file.save_whole(self.wrapper())
+        self._unsaved = False
+
+    def close(self) -> None:
+        self.file.journal.close()
