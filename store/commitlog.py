@@ -150,6 +150,16 @@ class CommitLog:
         self._prefaulted = max(self._prefaulted, needed) + _PREFAULT_CHUNK
         segment.prefault(needed - 1, self._prefaulted)
 
+    def make_room(self, total_size: int) -> None:
+        """Before a batch: when ``total_size`` bytes (an upper bound of its records) do not fit
+        the current segment, roll over now, so the whole batch lands in one preallocated segment
+        and a full disk refuses it before any of it is written (RocketMQ writes a batch into one
+        file too). A bound larger than a segment is left to the per-record ``reserve``."""
+        if not self._segments or total_size + END_FILE_MIN_BLANK_LENGTH > self.segment_size:
+            return
+        if total_size + END_FILE_MIN_BLANK_LENGTH > self._segments[-1].size - self._write_position:
+            self.reserve(self.segment_size - END_FILE_MIN_BLANK_LENGTH)
+
     def reserve(self, total_size: int) -> tuple[Segment, int, int]:
         """Make room for ``total_size`` bytes: returns (segment, position in it, physical offset)."""
         if not self._segments:

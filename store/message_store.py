@@ -27,7 +27,7 @@ from pocketmq.store import paths
 from pocketmq.store.checkpoint import Checkpoint
 from pocketmq.store.commitlog import CommitLog
 from pocketmq.store.config import StoreConfig
-from pocketmq.store.consume_queue import FILLER, ConsumeQueueStore, QueueEntry
+from pocketmq.store.consume_queue import ENTRY_SIZE, FILLER, ConsumeQueueStore, QueueEntry
 from pocketmq.store.crc import crc32
 from pocketmq.store.durations import delay_level
 from pocketmq.store.errors import (
@@ -83,6 +83,9 @@ from pocketmq.store.topics import SCHEDULE_TOPIC
 _TX_MASK = SysFlag.TRANSACTION_MASK
 _TX_NOT = SysFlag.TRANSACTION_NOT_TYPE
 _TX_COMMIT = SysFlag.TRANSACTION_COMMIT_TYPE
+# A record's bytes beyond its body, topic and properties: the fixed fields with IPv6 hosts, a
+# V2 topic length, the property separator and the whole-record CRC property (an upper bound).
+_RECORD_OVERHEAD_MAX = 128 + CRC_RESERVE
 _TX_ROLLBACK = SysFlag.TRANSACTION_ROLLBACK_TYPE
 
 __all__ = ["GetResult", "GetStatus", "MessageStore", "PutMessage", "PutResult", "copy_of"]
@@ -837,8 +840,34 @@ class MessageStore:
         self._check_open()
         prepare = self._prepare
         prepared = [(message, *prepare(message)) for message in messages]
+        if len(prepared) > 1:
+            self._secure_batch(prepared)
         append = self._append
         return [append(*item) for item in prepared]
+
+    def _secure_batch(
+        self, prepared: list[tuple[PutMessage, bytes, dict[str, str], bytes]]
+    ) -> None:
+        """Room for a whole batch before any of it is written: its commitlog segment and every
+        consume-queue slot it takes. A full disk then refuses all of it (StoreFullError), never
+        a part that the client's retry would write twice."""
+        bound = 0
+        slots: dict[QueueKey, int] = {}
+        for message, topic_bytes, _, properties_bytes in prepared:
+            bound += len(message.body) + len(topic_bytes) + len(properties_bytes)
+            bound += _RECORD_OVERHEAD_MAX
+            if message.sysflag & _TX_MASK in (_TX_NOT, _TX_COMMIT):
+                key = (message.topic, message.queue_id)
+                slots[key] = slots.get(key, 0) + 1
+        self.commitlog.make_room(bound)
+        for (topic, queue_id), count in slots.items():
+            queue = self.consume_queues.get_or_create(topic, queue_id)
+            first = queue.max_offset
+            last = first + count - 1
+            # one slot per queue file the batch reaches (make_room allocates up to its slot)
+            for logical in (*range(first, last, queue.file_size // ENTRY_SIZE), last):
+                if not queue.has_room(logical):
+                    queue.make_room(logical)
 
     def _prepare(self, message: PutMessage) -> tuple[bytes, dict[str, str], bytes]:
         """Check the limits; returns (topic bytes, properties, properties bytes)."""

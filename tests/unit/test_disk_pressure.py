@@ -280,3 +280,28 @@ def test_a_json_save_that_meets_a_full_disk_leaves_the_old_file_and_no_temp(
     monkeypatch.undo()
     assert path.read_bytes() == before
     assert sorted(p.name for p in path.parent.iterdir()) == ["consumerOffset.json"]
+
+
+def test_a_batch_that_meets_a_full_disk_is_refused_whole(tmp_path: Path) -> None:
+    """A batch crossing into a new segment on a full disk: none of it written (a client's retry
+    of the batch would otherwise store its first messages twice)."""
+    backend = FullDisk(tmp_path / "s")
+    store = MessageStore(backend, config=CONFIG)
+    store._start()
+    body = b"y" * BODY
+    store.put(PutMessage(topic="T", body=body))
+    store.put(PutMessage(topic="T", body=body))  # the batch below fits this segment only in part
+    backend.full = True
+    batch = [PutMessage(topic="T", body=b"b%d" % i + b"." * (BODY // 4)) for i in range(12)]
+    with pytest.raises(StoreFullError):
+        store.put_many(batch)
+    assert store.max_offset("T", 0) == 2
+    backend.full = False
+    results = store.put_many(batch)
+    assert [r.queue_offset for r in results] == list(range(2, 14))
+    assert len({r.physical_offset // SEGMENT for r in results}) == 1  # one segment holds it
+    store.crash_for_test()
+    with MessageStore.open(tmp_path / "s", config=CONFIG) as reopened:
+        found = reopened.get_messages("T", 0, 0, 64, max_bytes=1 << 30).messages
+        bodies = [reopened.read(p).body for _, p, _ in found]
+    assert bodies == [body, body, *(m.body for m in batch)]
