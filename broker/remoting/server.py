@@ -518,12 +518,15 @@ class RemotingServer:
             if connection.closed:
                 continue
             started = connection.frame_started
-            if started is not None:
-                if started < frame_deadline and not connection._reading_paused:
+            paused = connection._reading_paused
+            if started is not None and not paused:
+                if started < frame_deadline:
                     self._closed_for("frame_timeout", connection)
             elif not connection.served:
-                if connection.connected_at < first_deadline:
+                if started is None and connection.connected_at < first_deadline:
                     self._closed_for("first_request_timeout", connection)
+            # Idle also while reading is paused for a client that does not read its answers
+            # (nothing in flight): it would otherwise hold its buffers for ever.
             elif connection.last_activity < idle_deadline and not connection._in_flight:
                 self._closed_for("idle", connection)
         for reason in list(self._unlogged):

@@ -261,3 +261,22 @@ async def test_a_malformed_header_field_is_one_line_without_traceback(
         records = [r for r in caplog.records if r.name == "pocketmq.remoting"]
         assert len(records) == 1 and records[0].exc_info is None
         assert "refused" in records[0].getMessage()
+
+
+async def test_a_client_that_does_not_read_its_answers_goes_idle_even_mid_frame() -> None:
+    big = b"x" * (4 * 1024 * 1024)
+
+    def large(request: RemotingCommand, connection: Connection) -> RemotingCommand:
+        return request.make_response(ResponseCode.SUCCESS, body=big)
+
+    limits = ServerLimits(idle_timeout_s=0.3, frame_timeout_s=0.3, write_buffer_high=64 * 1024)
+    async with serving(limits, {RequestCode.PULL_MESSAGE: large}) as (server, connect):
+        client = await connect()
+        pulls = b"".join(
+            encode_frame(RemotingCommand(code=RequestCode.PULL_MESSAGE, opaque=i))
+            for i in range(1, 17)
+        )
+        # 64 MiB of answers it never reads: the server stops reading it, a frame half-sent
+        await client.send(pulls + heartbeat(99)[:10])
+        assert await until(lambda: bool(server.closed_by))
+        assert server.closed_by == {"idle": 1}
