@@ -601,14 +601,14 @@ class MessageStore:
             view = self.commitlog.segment_for(start)[1].view
             view = view[: max(0, min(len(view), self.commitlog.max_offset - start))]
             found: list[tuple[int, int]] = []
+
+            def note(position: int, size: int, found: list[tuple[int, int]] = found) -> None:
+                found.append((position, size))
+
             position = 0
             while True:
                 _, _, stop = scan_records(
-                    view,
-                    position,
-                    base_offset=start,
-                    check_crc=False,
-                    on_record=lambda p, n, add=found.append: add((p, n)),
+                    view, position, base_offset=start, check_crc=False, on_record=note
                 )
                 if stop.kind != "damage":
                     break
