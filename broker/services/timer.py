@@ -127,9 +127,13 @@ class TimerService:
 
     def stored_again(self, physical_offset: int, deliver_ms: int) -> None:
         """Arm the delivery of a waiting timer (after it is stored, or after a restart)."""
+
+        def deliver() -> None:
+            self._deliver_or_keep(physical_offset, deliver_ms)
+
         self.scheduler.at(
             deliver_ms,
-            lambda: self._deliver_or_keep(physical_offset, deliver_ms),
+            deliver,
             alive=lambda: self.store.state_of(physical_offset) is MessageState.UNAVAILABLE,
         )
 
