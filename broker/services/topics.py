@@ -2,7 +2,7 @@
 
 RocketMQ saves the whole table on each change, and so does pocketmq while the table is small
 (at most 256 topics). Beyond, a change is still durable before it is acknowledged, but as one
-line appended to ``topics.json.journal`` (``persist.Journal``); the table is saved whole when
+line appended to ``topics.json.journal`` (``persist.JournaledTable``, the rule the group table follows too); the table is saved whole when
 the journal holds as many entries as half the table, and at a clean stop. Creating a topic then
 costs about the same with 300 topics or 10,000 (saving the table whole each time made creating
 10,000 topics one by one quadratic). A reader of ``topics.json`` alone (RocketMQ's tools) may
@@ -21,7 +21,7 @@ import msgspec
 
 from pocketmq.broker.errors import Kind, TopicError
 from pocketmq.broker.protocol.headers import DataVersion, TopicConfig, TopicConfigSerializeWrapper
-from pocketmq.broker.services.persist import Journal, load_json, save_json
+from pocketmq.broker.services.persist import JournaledTable, load_json
 from pocketmq.store.state import STATE_TOPIC
 from pocketmq.store.topics import (
     AUTO_CREATE_TOPIC,
@@ -191,7 +191,7 @@ class TopicManager:
         wrapper = load_json(path, TopicConfigSerializeWrapper, TopicConfigSerializeWrapper())
         self.topics: dict[str, TopicConfig] = dict(wrapper.topic_config_table)
         self.data_version = wrapper.data_version
-        self.journal = Journal(path)
+        self.file = JournaledTable(path, journal_min=_JOURNAL_MIN)
         self._replay()
         self._add_system_topics()
         self._warned_at = float("-inf")
@@ -201,7 +201,7 @@ class TopicManager:
     def _replay(self) -> None:
         """Apply the changes made since the table was last saved whole."""
         decode = msgspec.json.Decoder(_TopicChange).decode
-        for entry in self.journal.read():
+        for entry in self.file.journal.read():
             change = decode(entry)
             if change.config is None:
                 self.topics.pop(change.topic, None)
@@ -302,14 +302,13 @@ class TopicManager:
             timestamp=int(time.time() * 1000), counter=previous_version.counter + 1
         )
         try:
-            if len(self.topics) <= _JOURNAL_MIN and not self.journal.count:
-                save_json(self.path, self.wrapper())  # a small table: whole, as RocketMQ does
-            else:
-                self.journal.append(
-                    msgspec.json.encode(
-                        _TopicChange(topic=topic, config=config, data_version=self.data_version)
-                    )
-                )
+            compact = self.file.save_change(
+                len(self.topics),
+                self.wrapper,
+                lambda: msgspec.json.encode(
+                    _TopicChange(topic=topic, config=config, data_version=self.data_version)
+                ),
+            )
         except OSError as error:
             if previous is None:
                 self.topics.pop(topic, None)
@@ -326,7 +325,7 @@ class TopicManager:
                 f"({error.strerror or 'I/O error'})",
             ) from None
         self._unregistered[topic] = config
-        if self.journal.count >= max(_JOURNAL_MIN, len(self.topics) // 2):
+        if compact:
             self._compact()
         if self.on_change is not None:
             self.on_change()  # name servers learn new topics at once, not 30 s later
@@ -353,11 +352,10 @@ class TopicManager:
 
     def persist(self) -> None:
         """Save the table whole and empty the journal (at a clean stop, and now and then)."""
-        save_json(self.path, self.wrapper())
-        self.journal.clear()
+        self.file.save_whole(self.wrapper())
 
     def close(self) -> None:
-        self.journal.close()
+        self.file.journal.close()
 
     def user_topics(self) -> list[str]:
         return sorted(t for t in self.topics if not is_system_topic(t))

@@ -253,7 +253,7 @@ def test_a_topic_that_cannot_be_saved_is_not_created(tmp_path: Path) -> None:
     def refuse(*args: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device", str(path) + ".journal")
 
-    topics.journal.append = refuse  # type: ignore[method-assign]
+    topics.file.journal.append = refuse  # type: ignore[method-assign]
     with pytest.raises(BrokerError) as refused:
         topics.create("Late")
     assert refused.value.kind is Kind.SERVICE_UNAVAILABLE and "/" not in str(refused.value)

@@ -47,7 +47,7 @@ def test_the_journal_stays_short(tmp_path: Path) -> None:
     topics = manager(path)
     for i in range(3000):
         topics.create(f"T{i}")
-        assert topics.journal.count <= max(256, len(topics.topics) // 2)
+        assert topics.file.journal.count <= max(256, len(topics.topics) // 2)
     assert len(on_disk(path)) > 2000  # saved whole on the way
 
 
