@@ -349,22 +349,10 @@ class ConsumeQueue:
     def truncate_from_physical(self, physical_offset: int) -> int:
         """Drop entries whose record starts at or after ``physical_offset`` (recovery). Returns
         how many were dropped."""
-        dropped = 0
-        while self._max_logical > self._min_logical:
-            offset, _, _ = self._entry(self._max_logical - 1)
-            if offset < physical_offset:
-                break
-            segment, position = self._locate(self._max_logical - 1)
-            segment.write(position, bytes(ENTRY_SIZE))
-            self._max_logical -= 1
-            dropped += 1
-        self._drop_files_after(self._max_logical)
-        self._refresh_last()
-        if dropped:
-            for segment in self._segments:
-                segment.flush()  # the zeroed entries went through Segment.write
-            self._flushed_logical = min(self._flushed_logical, self._max_logical)
-        return dropped
+        logical = self._max_logical
+        while logical > self._min_logical and self._entry(logical - 1)[0] >= physical_offset:
+            logical -= 1
+        return self.truncate_to_logical(logical)
 
     def truncate_to_logical(self, logical: int) -> int:
         """Drop the entries from ``logical`` on (a later record took that queue offset: the
@@ -379,7 +367,7 @@ class ConsumeQueue:
         self._refresh_last()
         if dropped:
             for segment in self._segments:
-                segment.flush()
+                segment.flush()  # the zeroed entries went through Segment.write
             self._flushed_logical = min(self._flushed_logical, self._max_logical)
         return dropped
 

@@ -61,6 +61,7 @@ from pocketmq.store.recovery import (
     TornTail,
     next_record_at,
     nonzero_extent,
+    scan_intact_records,
     scan_records,
 )
 from pocketmq.store.state import (
@@ -605,17 +606,7 @@ class MessageStore:
             def note(position: int, size: int, found: list[tuple[int, int]] = found) -> None:
                 found.append((position, size))
 
-            position = 0
-            while True:
-                _, _, stop = scan_records(
-                    view, position, base_offset=start, check_crc=False, on_record=note
-                )
-                if stop.kind != "damage":
-                    break
-                resume = next_record_at(view, stop.position, start, check_crc=False)
-                if resume is None:
-                    break
-                position = resume
+            scan_intact_records(view, start, note, check_crc=False)
             for position, size in found:
                 kind = classify_record_crc(view, position, size)
                 last_end = start + position + size
@@ -700,21 +691,7 @@ class MessageStore:
             segment = self.commitlog.segment_for(start)[1]
             view = segment.view[: max(0, min(segment.size, end - start))]
             positions: list[int] = []
-            position = 0
-            while True:
-                _, _, stop = scan_records(
-                    view,
-                    position,
-                    base_offset=start,
-                    on_record=_collector(positions),
-                    record_crc_range=crc_range,
-                )
-                if stop.kind != "damage":
-                    break
-                resume = next_record_at(view, stop.position, start, record_crc_range=crc_range)
-                if resume is None:
-                    break
-                position = resume
+            scan_intact_records(view, start, _collector(positions), record_crc_range=crc_range)
             for position in positions:
                 offset = start + position
                 if self.damaged and any(

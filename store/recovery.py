@@ -43,6 +43,7 @@ __all__ = [
     "ScanStop",
     "TornTail",
     "next_record_at",
+    "scan_intact_records",
     "scan_records",
 ]
 
@@ -289,6 +290,41 @@ def next_record_at(
         except CorruptRecordError:
             continue
         return candidate
+
+
+def scan_intact_records(
+    view: memoryview,
+    base_offset: int,
+    on_record: Callable[[int, int], None],
+    *,
+    check_crc: bool = True,
+    record_crc_range: tuple[int, int] | None = None,
+) -> None:
+    """``on_record(position, size)`` for every intact record of a segment, going on past each
+    damage at the next record that names itself (``next_record_at``): for rebuilds, which
+    need the records, not a report of what lies between them."""
+    position = 0
+    while True:
+        _, _, stop = scan_records(
+            view,
+            position,
+            base_offset=base_offset,
+            check_crc=check_crc,
+            on_record=on_record,
+            record_crc_range=record_crc_range,
+        )
+        if stop.kind != "damage":
+            return
+        resume = next_record_at(
+            view,
+            stop.position,
+            base_offset,
+            check_crc=check_crc,
+            record_crc_range=record_crc_range,
+        )
+        if resume is None:
+            return
+        position = resume
 
 
 def iter_records(
