@@ -23,6 +23,7 @@ import msgspec
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.core import BrokerCore
 from pocketmq.broker.handlers import admin, clients, inspect, pop, pull, retry, send, transaction
+from pocketmq.broker.handlers.filter_check import handle_check_client_config
 from pocketmq.broker.handlers.transaction import RemotingCheckSource
 from pocketmq.broker.namesrv import NameServer
 from pocketmq.broker.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -268,7 +269,12 @@ class Broker(BrokerCore):
             broker_name=config.broker_name,
             in_flight_max=config.pop_in_flight_max,
         )
-        self.pulls = PullService(topics=self.topics, groups=self.groups, clients=self.clients)
+        self.pulls = PullService(
+            topics=self.topics,
+            groups=self.groups,
+            clients=self.clients,
+            property_filter=config.property_filter,
+        )
         self.queries = MessageQueries(
             self.store,
             topics=self.topics,
@@ -424,6 +430,7 @@ class Broker(BrokerCore):
             RequestCode.PULL_MESSAGE: pull.handle_pull,
             RequestCode.LITE_PULL_MESSAGE: pull.handle_pull,
             RequestCode.HEART_BEAT: clients.handle_heartbeat,
+            RequestCode.CHECK_CLIENT_CONFIG: handle_check_client_config,
             RequestCode.UNREGISTER_CLIENT: clients.handle_unregister_client,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: clients.handle_get_consumer_list,
             RequestCode.QUERY_CONSUMER_OFFSET: clients.handle_query_consumer_offset,

@@ -38,6 +38,9 @@ class BrokerConfig(msgspec.Struct, kw_only=True):
     long_poll_holds_max: int = 10_000  # pull requests held at once, all connections together
     pull_batch_max: int = 64  # maxMsgNums is clamped to this
     pull_bytes_max: int = 4 * 1024 * 1024
+    # SQL92 subscriptions (MessageSelector.bySql): RocketMQ's enablePropertyFilter, which is
+    # false by default there; on here, since an emulator should run the apps that use them.
+    property_filter: bool = True
     batch_size_max: int = 4 * 1024 * 1024  # a SEND_BATCH_MESSAGE body
     register_interval_s: float = 30.0  # registerNameServerPeriod
     consumer_offset_persist_s: float = 5.0  # flushConsumerOffsetInterval

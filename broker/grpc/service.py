@@ -36,7 +36,7 @@ from pocketmq.broker.grpc.convert import (
     to_message,
     to_put_message,
 )
-from pocketmq.broker.grpc.errors import status_of
+from pocketmq.broker.grpc.errors import STATUS_CODES, status_of
 from pocketmq.broker.grpc.sessions import (
     DEFAULT_INVISIBLE_MS,
     TELEMETRY_QUEUE_MAX,
@@ -48,7 +48,8 @@ from pocketmq.broker.grpc.stubs import definition_pb2, service_pb2, service_pb2_
 from pocketmq.broker.services.acl import AccessControl, Account, Denied
 from pocketmq.broker.services.groups import validate_group_name
 from pocketmq.broker.services.pop import INVISIBLE_MS_MAX, PopError
-from pocketmq.broker.services.pull import parse_tag_expression
+from pocketmq.broker.services.pull import MessageFilter
+from pocketmq.broker.services.sql_filter import SQL92, TAG
 from pocketmq.broker.services.topics import (
     NOT_ALLOWED_SEND_TOPICS,
     PERM_READ,
@@ -563,13 +564,15 @@ class MessagingService(_Servicer):
         except GrpcStatusError as error:
             yield pb.ReceiveMessageResponse(status=_status(error.code, str(error)))
             return
-        group, topic, batch, invisible_ms, polling_ms, tags, fifo = plan
+        group, topic, batch, invisible_ms, polling_ms, selector, fifo = plan
         loop = asyncio.get_running_loop()
         deadline = loop.time() + polling_ms / 1000
         keys = self.broker.pop.queues_for(group, topic, -1)
         while True:
             try:
-                popped = self.broker.pop.pop(group, topic, -1, batch, invisible_ms, fifo, tags)
+                popped = self.broker.pop.pop(
+                    group, topic, -1, batch, invisible_ms, fifo, selector.tags, sql=selector.sql
+                )
             except PopError as error:
                 yield pb.ReceiveMessageResponse(status=status_of(error))
                 return
@@ -618,16 +621,16 @@ class MessagingService(_Servicer):
 
     def _receive_plan(
         self, request: Any, context: Any
-    ) -> tuple[str, str, int, int, int, set[int] | None, bool]:
+    ) -> tuple[str, str, int, int, int, MessageFilter, bool]:
         topic = request.message_queue.topic.name
         self._topic(topic)
         group_config = self._group(request.group.name)
         expression = request.filter_expression
-        if expression.type == definition_pb2.FilterType.SQL:
-            raise GrpcStatusError(
-                Code.UNSUPPORTED, "SQL92 filter expressions are not supported by pocketmq"
-            )
-        tags = parse_tag_expression(expression.expression)
+        kind = SQL92 if expression.type == definition_pb2.FilterType.SQL else TAG
+        try:
+            selector = self.broker.pulls.filter_of(expression.expression, kind)
+        except BrokerError as error:  # a bad expression: ILLEGAL_FILTER_EXPRESSION
+            raise GrpcStatusError(STATUS_CODES[error.kind], str(error)) from None
         if request.auto_renew:
             invisible_ms = DEFAULT_INVISIBLE_MS
         else:
@@ -657,7 +660,7 @@ class MessagingService(_Servicer):
             polling_ms = min(polling_ms, max(room_ms, 0))
         batch = min(max(request.batch_size, 1), RECEIVE_BATCH_MAX)
         fifo = bool(getattr(group_config, "consume_message_orderly", False))
-        return request.group.name, topic, batch, invisible_ms, polling_ms, tags, fifo
+        return request.group.name, topic, batch, invisible_ms, polling_ms, selector, fifo
 
     # -- ack, invisible time, DLQ -----------------------------------------------------------------
 

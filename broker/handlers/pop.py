@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Awaitable
 
 from pocketmq.broker.core import BrokerCore
+from pocketmq.broker.errors import BrokerError
 from pocketmq.broker.handlers.common import bad_request, error_response
 from pocketmq.broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
 from pocketmq.broker.protocol.headers import (
@@ -17,7 +18,6 @@ from pocketmq.broker.protocol.headers import (
 )
 from pocketmq.broker.remoting.server import Connection
 from pocketmq.broker.services.pop import PopError, PoppedMessage
-from pocketmq.broker.services.pull import parse_tag_expression
 
 __all__ = ["handle_ack", "handle_change_invisible", "handle_pop"]
 
@@ -34,12 +34,10 @@ def handle_pop(
             ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
             f"group {header.consumer_group} does not exist",
         )
-    if (header.exp_type or "TAG") != "TAG":
-        return request.make_response(
-            ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-            f"expression type {header.exp_type} is not supported",
-        )
-    tags = parse_tag_expression(header.exp)
+    try:
+        selector = broker.pulls.filter_of(header.exp, header.exp_type)
+    except BrokerError as error:
+        return error_response(request, error)
     order = bool(header.order)
     max_count = max(1, min(header.max_msg_nums, broker.config.pull_batch_max))
 
@@ -51,7 +49,8 @@ def handle_pop(
             max_count,
             header.invisible_time,
             order,
-            tags,
+            selector.tags,
+            sql=selector.sql,
         )
 
     try:

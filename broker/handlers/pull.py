@@ -14,6 +14,7 @@ from pocketmq.broker.protocol import MalformedHeaderError, RemotingCommand, Resp
 from pocketmq.broker.protocol.codes import PullSysFlag
 from pocketmq.broker.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from pocketmq.broker.remoting.server import Connection
+from pocketmq.broker.services.pull import MessageFilter
 from pocketmq.store.message_store import GetResult, GetStatus
 
 __all__ = ["handle_pull"]
@@ -49,10 +50,10 @@ def handle_pull(
     pulls = broker.pulls
     try:
         pulls.readable_queue(header.consumer_group, header.topic, header.queue_id)
-        tags = (
-            pulls.tags_of_expression(header.subscription, header.expression_type)
+        selector = (
+            pulls.filter_of(header.subscription, header.expression_type)
             if header.sys_flag & _SUBSCRIPTION
-            else pulls.tags_of_subscription(header.consumer_group, header.topic)
+            else pulls.filter_of_subscription(header.consumer_group, header.topic)
         )
     except BrokerError as error:
         return error_response(request, error)
@@ -64,7 +65,7 @@ def handle_pull(
     max_bytes = min(
         header.max_msg_bytes or broker.config.pull_bytes_max, broker.config.pull_bytes_max
     )
-    response = _read(broker, request, header, tags, max_count, max_bytes)
+    response = _read(broker, request, header, selector, max_count, max_bytes)
     suspend = header.sys_flag & _SUSPEND
     if response.code != ResponseCode.PULL_NOT_FOUND or not suspend or not broker.holds.can_hold():
         return response
@@ -72,14 +73,14 @@ def handle_pull(
         timeout_s = max(0, header.suspend_timeout_millis) / 1000
     else:
         timeout_s = broker.config.short_polling_ms / 1000
-    return _hold(broker, request, header, tags, max_count, max_bytes, timeout_s)
+    return _hold(broker, request, header, selector, max_count, max_bytes, timeout_s)
 
 
 async def _hold(
     broker: BrokerCore,
     request: RemotingCommand,
     header: PullMessageRequestHeader,
-    tags: set[int] | None,
+    selector: MessageFilter,
     max_count: int,
     max_bytes: int,
     timeout_s: float,
@@ -89,7 +90,7 @@ async def _hold(
     while True:
         # Read again right before waiting, with no await in between: a message that arrived
         # after the handler's first read, but before this task ran, is not missed.
-        response = _read(broker, request, header, tags, max_count, max_bytes)
+        response = _read(broker, request, header, selector, max_count, max_bytes)
         # Woken by a message the filter drops: keep waiting until the deadline.
         if (
             response.code != ResponseCode.PULL_NOT_FOUND
@@ -106,7 +107,7 @@ def _read(
     broker: BrokerCore,
     request: RemotingCommand,
     header: PullMessageRequestHeader,
-    tags: set[int] | None,
+    selector: MessageFilter,
     max_count: int,
     max_bytes: int,
 ) -> RemotingCommand:
@@ -115,10 +116,11 @@ def _read(
         header.queue_id,
         header.queue_offset,
         max_count,
-        tags_codes=tags,
+        tags_codes=selector.tags,
         max_bytes=max_bytes,
         group=header.consumer_group,
     )
+    result = selector.apply(result)
     code = _status_code(result, header.queue_offset)
     response_header = PullMessageResponseHeader(
         suggest_which_broker_id=0,

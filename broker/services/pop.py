@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import msgspec
 
@@ -35,6 +35,7 @@ from pocketmq.broker.services.clock import Scheduler
 from pocketmq.broker.services.groups import GroupManager
 from pocketmq.broker.services.offsets import OffsetManager
 from pocketmq.broker.services.retry import RetryService
+from pocketmq.broker.services.sql_filter import SqlExpression
 from pocketmq.broker.services.topics import TopicManager
 from pocketmq.store.errors import CorruptRecordError, OffsetOutOfRangeError
 from pocketmq.store.message_store import MessageStore, PutMessage, PutResult, copy_of
@@ -248,7 +249,10 @@ class PopService:
         invisible_ms: int,
         order: bool,
         tags: set[int] | None,
+        sql: SqlExpression | None = None,
     ) -> list[PoppedMessage]:
+        """Lend up to ``max_count`` messages; ``tags`` (consume-queue codes) or ``sql`` (an
+        SQL92 expression over each record's properties) say which."""
         if not INVISIBLE_MS_MIN <= invisible_ms <= INVISIBLE_MS_MAX:
             raise PopError(
                 Kind.INVALID_PARAMETER,
@@ -279,6 +283,7 @@ class PopService:
                     order,
                     tags,
                     now,
+                    sql,
                 )
             )
         return popped
@@ -293,6 +298,7 @@ class PopService:
         order: bool,
         tags: set[int] | None,
         now: int,
+        sql: SqlExpression | None = None,
     ) -> list[PoppedMessage]:
         base = (group, topic, queue_id)
         store = self.store
@@ -303,6 +309,10 @@ class PopService:
             committed = self.offsets.query(group, topic, queue_id)
             position = committed if committed is not None else store.min_offset(topic, queue_id)
         result = store.get_messages(topic, queue_id, position, count, tags_codes=tags, group=group)
+        if sql is not None and result.messages:
+            # Refused records are skipped as a tag miss is: the position moves past them.
+            kept = [entry for entry in result.messages if sql.matches_record(entry[2])]
+            result = replace(result, messages=kept)
         if not result.messages:
             if result.next_offset > position and not order:
                 self.positions[base] = result.next_offset  # skip filtered-out messages
