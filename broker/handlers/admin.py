@@ -58,7 +58,7 @@ def handle_get_max_offset(
     try:
         header = GetMaxOffsetRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return bad_request(request, error)
+        return bad_request(request, error, connection)
     offset = broker.store.max_offset(header.topic, header.queue_id)
     return request.make_response(
         ResponseCode.SUCCESS, ext_fields=GetMaxOffsetResponseHeader(offset=offset).to_ext_fields()
@@ -71,7 +71,7 @@ def handle_get_min_offset(
     try:
         header = GetMinOffsetRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return bad_request(request, error)
+        return bad_request(request, error, connection)
     offset = broker.store.min_offset(header.topic, header.queue_id)
     return request.make_response(
         ResponseCode.SUCCESS, ext_fields=GetMinOffsetResponseHeader(offset=offset).to_ext_fields()
@@ -84,7 +84,7 @@ def handle_search_offset(
     try:
         header = SearchOffsetRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return bad_request(request, error)
+        return bad_request(request, error, connection)
     offset = broker.store.offset_by_time(header.topic, header.queue_id, header.timestamp)
     return request.make_response(
         ResponseCode.SUCCESS, ext_fields=SearchOffsetResponseHeader(offset=offset).to_ext_fields()
@@ -97,7 +97,7 @@ def handle_get_earliest_store_time(
     try:
         header = GetEarliestMsgStoretimeRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return bad_request(request, error)
+        return bad_request(request, error, connection)
     result = broker.store.get_messages(
         header.topic,
         header.queue_id,
@@ -118,7 +118,7 @@ def handle_view_message(
     try:
         header = ViewMessageRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return bad_request(request, error)
+        return bad_request(request, error, connection)
     try:
         record = broker.store.read(header.offset)
         raw = bytes(broker.store.commitlog.view_at(header.offset, record.total_size))
@@ -136,7 +136,7 @@ def handle_query_message(
     try:
         header = QueryMessageRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return bad_request(request, error)
+        return bad_request(request, error, connection)
     records = broker.store.query_by_key(
         header.topic,
         header.key,
@@ -166,7 +166,7 @@ def handle_create_topic(
     try:
         header = CreateTopicRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return bad_request(request, error)
+        return bad_request(request, error, connection)
     try:
         attributes = None  # none named: an update keeps the topic's attributes
         if header.attributes:
@@ -220,7 +220,7 @@ def handle_create_group(
     try:
         config = decode_json_body(request.body, GroupConfig)
     except MalformedBodyError as error:
-        return bad_request(request, error)
+        return bad_request(request, error, connection)
     problem = validate_group_name(config.group_name)
     if problem:
         return request.make_response(ResponseCode.SYSTEM_ERROR, problem)

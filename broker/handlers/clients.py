@@ -46,7 +46,7 @@ def handle_heartbeat(
     try:
         data = decode_json_body(request.body or b"{}", HeartbeatData)
     except MalformedBodyError as error:
-        return bad_request(request, error)
+        return bad_request(request, error, connection)
     now = asyncio.get_running_loop().time()
     for consumer in data.consumer_data_set:
         if broker.groups.find_or_create(consumer.group_name) is None:
@@ -69,7 +69,7 @@ def handle_unregister_client(
     try:
         header = UnregisterClientRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return bad_request(request, error)
+        return bad_request(request, error, connection)
     broker.clients.unregister(
         header.client_id, consumer_group=header.consumer_group, producer_group=header.producer_group
     )
@@ -82,7 +82,7 @@ def handle_get_consumer_list(
     try:
         header = GetConsumerListByGroupRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return bad_request(request, error)
+        return bad_request(request, error, connection)
     group = broker.clients.group(header.consumer_group)
     if group is None or not group.consumers:
         return request.make_response(
@@ -98,7 +98,7 @@ def handle_query_consumer_offset(
     try:
         header = QueryConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return bad_request(request, error)
+        return bad_request(request, error, connection)
     offset = broker.offsets.query(header.consumer_group, header.topic, header.queue_id)
     if offset is None:
         # RocketMQ: a queue whose first message is still there counts as offset 0.
@@ -121,7 +121,7 @@ def handle_update_consumer_offset(
     try:
         header = UpdateConsumerOffsetRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return bad_request(request, error)
+        return bad_request(request, error, connection)
     if broker.topics.get(header.topic) is None:
         return request.make_response(
             ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist"
@@ -138,7 +138,7 @@ def handle_lock_batch(
     try:
         body = decode_json_body(request.body or b"{}", LockBatchRequestBody)
     except MalformedBodyError as error:
-        return bad_request(request, error)
+        return bad_request(request, error, connection)
     mine = [q for q in body.mq_set if q.broker_name == broker.config.broker_name]
     locked = broker.locks.try_lock(body.consumer_group, mine, body.client_id, broker.now_ms())
     return request.make_response(
@@ -152,6 +152,6 @@ def handle_unlock_batch(
     try:
         body = decode_json_body(request.body or b"{}", UnlockBatchRequestBody)
     except MalformedBodyError as error:
-        return bad_request(request, error)
+        return bad_request(request, error, connection)
     broker.locks.unlock(body.consumer_group, list(body.mq_set), body.client_id)
     return request.make_response(ResponseCode.SUCCESS)

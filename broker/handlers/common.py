@@ -3,10 +3,15 @@ RocketMQ's response codes, and the answers built from it."""
 
 from __future__ import annotations
 
+import logging
+
 from pocketmq.broker.errors import BrokerError, Kind
 from pocketmq.broker.protocol import RemotingCommand, ResponseCode
+from pocketmq.broker.remoting.server import Connection
 
 __all__ = ["RESPONSE_CODES", "bad_request", "error_response"]
+
+log = logging.getLogger("pocketmq.broker")
 
 # Which response code a RocketMQ broker answers for each kind of refusal.
 RESPONSE_CODES: dict[Kind, int] = {
@@ -35,7 +40,16 @@ def error_response(request: RemotingCommand, error: BrokerError) -> RemotingComm
     return request.make_response(RESPONSE_CODES[error.kind], str(error))
 
 
-def bad_request(request: RemotingCommand, error: Exception) -> RemotingCommand:
+def bad_request(
+    request: RemotingCommand, error: Exception, connection: Connection | None = None
+) -> RemotingCommand:
     """A header or body that does not parse: SYSTEM_ERROR naming what was wrong, as RocketMQ
-    answers a request it cannot decode."""
+    answers a request it cannot decode. Logged: a client that keeps being refused (a heartbeat
+    nobody can read) otherwise fails with nothing in the broker's log to say why."""
+    log.warning(
+        "request code %d from %s refused: %s",
+        request.code,
+        connection.remote_address if connection is not None else "a client",
+        error,
+    )
     return request.make_response(ResponseCode.SYSTEM_ERROR, f"bad request: {error}")

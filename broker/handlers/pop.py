@@ -28,7 +28,7 @@ def handle_pop(
     try:
         header = PopMessageRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return bad_request(request, error)
+        return bad_request(request, error, connection)
     if broker.groups.find_or_create(header.consumer_group) is None:
         return request.make_response(
             ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -131,7 +131,7 @@ def handle_ack(
     try:
         header = AckMessageRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return bad_request(request, error)
+        return bad_request(request, error, connection)
     try:
         broker.pop.ack(header.consumer_group, header.topic, header.extra_info)
     except PopError as error:
@@ -145,7 +145,7 @@ def handle_change_invisible(
     try:
         header = ChangeInvisibleTimeRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return bad_request(request, error)
+        return bad_request(request, error, connection)
     try:
         handle = broker.pop.change_invisible(
             header.consumer_group, header.topic, header.extra_info, header.invisible_time

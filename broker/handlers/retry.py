@@ -19,7 +19,7 @@ def handle_consumer_send_back(
     try:
         header = ConsumerSendMsgBackRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return bad_request(request, error)
+        return bad_request(request, error, connection)
     try:
         broker.retry.send_back(
             header.offset,

@@ -37,7 +37,7 @@ def handle_end_transaction(
     try:
         header = EndTransactionRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
-        return bad_request(request, error)
+        return bad_request(request, error, connection)
     try:
         outcome = broker.transactions.end(
             header.commit_log_offset,

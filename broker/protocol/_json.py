@@ -10,18 +10,39 @@ and trailing commas, so a peer may send those too.
 ``loads_lenient`` + ``msgspec.convert(strict=False)`` only when that fails. The lenient reader
 turns every object key into a string: bare keys keep their source text (``0`` -> ``"0"``), and
 object/array keys become their canonical JSON text (sorted keys, no spaces).
+
+On the fallback path the value is also reshaped as fastjson would bind it to the Java class
+(``fastjson_shape``), because other clients write JSON Java never does: rocketmq-client-cpp
+writes enums as ordinals (``"consumeType":1``) and longs as strings (``"subVersion":"17..."``).
+fastjson reads an enum from its name or ordinal, a String field from any scalar (its text), a
+number from a string (``strict=False`` does that part), and a ``null`` as "keep the default".
+A field is a Java enum when its type carries ``msgspec.Meta(extra={JAVA_ENUM: names})``, the
+names in ordinal order.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+from collections.abc import Callable
 from json.decoder import scanstring  # type: ignore[attr-defined]  # C accelerated, untyped
 from typing import Any, TypeVar
 
 import msgspec
+import msgspec.inspect as mi
 
-__all__ = ["LenientJSONError", "canonical_json", "decode_json", "loads_lenient"]
+__all__ = [
+    "JAVA_ENUM",
+    "LenientJSONError",
+    "canonical_json",
+    "decode_json",
+    "fastjson_shape",
+    "loads_lenient",
+]
+
+# The ``Meta.extra`` key naming a field's Java enum constants, in ordinal order.
+JAVA_ENUM = "java_enum"
 
 T = TypeVar("T")
 
@@ -78,7 +99,99 @@ def decode_json(data: bytes | bytearray | memoryview | str, type_: type[T]) -> T
         pass
     except RecursionError:  # msgspec's answer to nesting deeper than the interpreter allows
         raise LenientJSONError("nesting too deep", 0) from None
-    return msgspec.convert(loads_lenient(data), type_, strict=False)
+    return msgspec.convert(fastjson_shape(loads_lenient(data), type_), type_, strict=False)
+
+
+def fastjson_shape(value: Any, type_: Any) -> Any:
+    """``value`` (plain JSON objects) reshaped as fastjson binds it to ``type_``'s Java class:
+    enum ordinals to names, scalars to text for string fields, ``null`` fields dropped where a
+    default exists. What does not fit is left for ``msgspec.convert`` to report."""
+    return _shaper(type_)(value)
+
+
+_Shaper = Callable[[Any], Any]
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+@functools.cache
+def _shaper(type_: Any) -> _Shaper:
+    return _shaper_of(mi.type_info(type_), {})
+
+
+def _shaper_of(t: mi.Type, seen: dict[type, _Shaper]) -> _Shaper:
+    """A function reshaping a value for type info ``t``; ``seen`` breaks recursive structs."""
+    if isinstance(t, mi.Metadata):
+        names = (t.extra or {}).get(JAVA_ENUM)
+        if names is not None:
+            return functools.partial(_enum_name, tuple(names))
+        return _shaper_of(t.type, seen)
+    if isinstance(t, mi.StrType):
+        return _as_text
+    if isinstance(t, mi.UnionType):
+        others = [u for u in t.types if not isinstance(u, mi.NoneType)]
+        return _shaper_of(others[0], seen) if len(others) == 1 else _same
+    if isinstance(t, (mi.ListType, mi.SetType, mi.FrozenSetType, mi.VarTupleType)):
+        item = _shaper_of(t.item_type, seen)
+        return _same if item is _same else functools.partial(_each_item, item)
+    if isinstance(t, mi.DictType):
+        val = _shaper_of(t.value_type, seen)
+        return _same if val is _same else functools.partial(_each_value, val)
+    if isinstance(t, mi.StructType):
+        if t.cls in seen:
+            return lambda v: seen[t.cls](v)
+        fields: dict[str, tuple[_Shaper, bool]] = {}
+        seen[t.cls] = functools.partial(_struct, fields)
+        for f in t.fields:
+            # fastjson leaves a field it reads null at its default; msgspec needs it absent.
+            nullable = isinstance(f.type, mi.UnionType) and any(
+                isinstance(u, mi.NoneType) for u in f.type.types
+            )
+            fields[f.encode_name] = (_shaper_of(f.type, seen), not f.required and not nullable)
+        return seen[t.cls]
+    return _same
+
+
+def _struct(fields: dict[str, tuple[_Shaper, bool]], value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for key, item in value.items():
+        spec = fields.get(key)
+        if spec is None:
+            out[key] = item  # unknown: msgspec ignores it, as fastjson does
+        elif item is None:
+            if not spec[1]:
+                out[key] = None  # nullable or required: msgspec decides
+        else:
+            out[key] = spec[0](item)
+    return out
+
+
+def _each_item(shape: _Shaper, value: Any) -> Any:
+    return [shape(v) for v in value] if isinstance(value, list) else value
+
+
+def _each_value(shape: _Shaper, value: Any) -> Any:
+    return {k: shape(v) for k, v in value.items()} if isinstance(value, dict) else value
+
+
+def _as_text(value: Any) -> Any:
+    """A scalar read into a Java String field: its text, as fastjson gives it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+def _enum_name(names: tuple[str, ...], value: Any) -> Any:
+    """fastjson's EnumDeserializer: a name as it is, an int as the constant of that ordinal."""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(names):
+        return names[value]
+    return value
 
 
 def loads_lenient(data: bytes | bytearray | memoryview | str) -> Any:

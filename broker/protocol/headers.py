@@ -26,7 +26,7 @@ from typing import Annotated, Any, ClassVar, Final, Self, TypeVar
 import msgspec
 import msgspec.inspect as mi
 
-from ._json import LenientJSONError, decode_json
+from ._json import JAVA_ENUM, LenientJSONError, decode_json
 from .codes import RequestCode
 from .errors import MalformedBodyError, MalformedHeaderError
 
@@ -813,11 +813,35 @@ class SubscriptionData(msgspec.Struct, frozen=True, kw_only=True, rename="camel"
     expression_type: str = "TAG"  # ExpressionType
 
 
+# Java enums as names, read from names or ordinals (rocketmq-client-cpp writes ordinals);
+# the constants in RocketMQ's declaration order.
+ConsumeTypeName = Annotated[
+    str, msgspec.Meta(extra={JAVA_ENUM: ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY", "CONSUME_POP")})
+]
+MessageModelName = Annotated[str, msgspec.Meta(extra={JAVA_ENUM: ("BROADCASTING", "CLUSTERING")})]
+ConsumeFromWhereName = Annotated[
+    str,
+    msgspec.Meta(
+        extra={
+            JAVA_ENUM: (
+                "CONSUME_FROM_LAST_OFFSET",
+                "CONSUME_FROM_LAST_OFFSET_AND_FROM_MIN_WHEN_BOOT_FIRST",  # deprecated
+                "CONSUME_FROM_MIN_OFFSET",  # deprecated
+                "CONSUME_FROM_MAX_OFFSET",  # deprecated
+                "CONSUME_FROM_FIRST_OFFSET",
+                "CONSUME_FROM_TIMESTAMP",
+            )
+        }
+    ),
+]
+TopicFilterTypeName = Annotated[str, msgspec.Meta(extra={JAVA_ENUM: ("SINGLE_TAG", "MULTI_TAG")})]
+
+
 class ConsumerData(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     group_name: str
-    consume_type: str  # ConsumeType name
-    message_model: str  # MessageModel name
-    consume_from_where: str  # ConsumeFromWhere name (deprecated names too)
+    consume_type: ConsumeTypeName
+    message_model: MessageModelName
+    consume_from_where: ConsumeFromWhereName  # deprecated names too
     subscription_data_set: list[SubscriptionData] = []
     unit_mode: bool = False
 
@@ -888,7 +912,7 @@ class TopicConfig(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     read_queue_nums: Int = 16
     write_queue_nums: Int = 16
     perm: Int = 6
-    topic_filter_type: str = "SINGLE_TAG"
+    topic_filter_type: TopicFilterTypeName = "SINGLE_TAG"
     topic_sys_flag: Int = 0
     order: bool = False
     attributes: dict[str, str] = {}  # 5.x

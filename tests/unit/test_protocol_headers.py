@@ -448,7 +448,7 @@ def test_consumer_list_and_register_broker_bodies() -> None:
         b"",
         b"not json",
         b'{"consumerIdList":',
-        b'{"consumerIdList":[1,2]}',
+        b'{"consumerIdList":[[1],2]}',  # numbers are read as text (fastjson), lists are not
         b'{"consumerIdList":"x"}',
         b"[]",
         b"\xff\xfe",
