@@ -16,7 +16,7 @@ from typing import Any, Self
 from pocketmq.broker.protocol import RemotingCommand, RequestCode
 from pocketmq.broker.protocol.headers import ClusterInfo, decode_json_body
 
-from .connection import ConnectionPool, Credentials, as_credentials, check_response
+from .connection import ConnectionPool, Credentials, as_credentials, check_response, tls_context
 from .errors import ClientClosedError, ClientUsageError, RouteNotFoundError
 from .route import MASTER_ID, RouteClient
 
@@ -55,6 +55,8 @@ class ClientCore:
         route_refresh_interval_s: float = 30.0,
         default_topic_queue_nums: int = 4,
         credentials: Credentials | tuple[str, ...] | None = None,
+        tls: bool = False,
+        tls_ca: str | os.PathLike[str] | None = None,
     ) -> None:
         self.client_ip = client_ip or local_ip()
         self.instance_name = instance_name or f"{os.getpid()}#{time.monotonic_ns()}"
@@ -68,6 +70,9 @@ class ClientCore:
             connect_timeout_ms=connect_timeout_ms,
             requests_inflight_max=requests_inflight_max,
             credentials=signing,
+            # tls: every connection, name servers' too (RocketMQ's tls.enable); tls_ca: the
+            # certificate to verify the servers' against, else none is verified.
+            ssl=tls_context(tls_ca) if tls or tls_ca is not None else None,
         )
         self.routes = RouteClient(
             self.pool,

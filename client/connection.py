@@ -19,7 +19,10 @@ import asyncio
 import collections
 import logging
 import math
+import os
+import ssl as ssl_module
 from collections.abc import Awaitable, Callable, MutableMapping
+from ssl import SSLContext
 from typing import Final, NamedTuple, cast
 
 from pocketmq.broker.protocol import (
@@ -46,6 +49,7 @@ __all__ = [
     "check_response",
     "make_request",
     "split_addr",
+    "tls_context",
 ]
 
 log = logging.getLogger("pocketmq.client.connection")
@@ -117,6 +121,19 @@ def split_addr(addr: str) -> tuple[str, int]:
 FRAMES_PER_WRITE: Final = 32
 
 
+def tls_context(ca_file: str | os.PathLike[str] | None = None) -> SSLContext:
+    """The TLS context of a client's connections: verifying the server's certificate against
+    ``ca_file`` (hostname included), or, without one, not verifying it, as RocketMQ's own
+    clients do in its default test mode (an insecure trust manager): encrypted, but not
+    authenticated."""
+    if ca_file is not None:
+        return ssl_module.create_default_context(cafile=os.fspath(ca_file))
+    context = ssl_module.SSLContext(ssl_module.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl_module.CERT_NONE
+    return context
+
+
 class Connection(asyncio.Protocol):
     """One TCP connection to a name server or broker. Create with ``await Connection.open``.
 
@@ -168,8 +185,10 @@ class Connection(asyncio.Protocol):
         handlers: MutableMapping[int, RequestHandler] | None = None,
         frame_size_max: int = FRAME_SIZE_MAX,
         credentials: Credentials | None = None,
+        ssl: SSLContext | None = None,
     ) -> Connection:
-        """Connect to ``addr`` ("host:port"); ``ConnectionLostError`` if that fails."""
+        """Connect to ``addr`` ("host:port"), over TLS with ``ssl`` (``tls_context``);
+        ``ConnectionLostError`` if that fails, the TLS handshake included."""
         host, port = split_addr(addr)
         loop = asyncio.get_running_loop()
         try:
@@ -184,6 +203,8 @@ class Connection(asyncio.Protocol):
                     ),
                     host,
                     port,
+                    ssl=ssl,
+                    server_hostname=host if ssl is not None else None,
                 )
         except TimeoutError:
             raise ConnectionLostError(addr, "connect timed out") from None
@@ -466,9 +487,11 @@ class ConnectionPool:
         requests_inflight_max: int = 1024,
         frame_size_max: int = FRAME_SIZE_MAX,
         credentials: Credentials | None = None,
+        ssl: SSLContext | None = None,
     ) -> None:
         self.connect_timeout_ms = connect_timeout_ms
         self.credentials = credentials
+        self.ssl = ssl  # every connection over TLS (RocketMQ's tls.enable is per client)
         self.requests_inflight_max = requests_inflight_max
         self.frame_size_max = frame_size_max
         self.handlers: dict[int, RequestHandler] = {}
@@ -500,6 +523,7 @@ class ConnectionPool:
                 handlers=self.handlers,
                 frame_size_max=self.frame_size_max,
                 credentials=self.credentials,
+                ssl=self.ssl,
             )
             if self._closed:  # closed while we were connecting
                 await conn.aclose()

@@ -5,21 +5,30 @@ The service's handlers are registered here rather than by the generated
 would make the generated deserializer raise inside ``grpc.aio``, which logs a traceback and
 answers UNKNOWN for every such call. Here the body is parsed leniently and a malformed one is
 answered INVALID_ARGUMENT with one log line, for unary calls and for a message of a stream.
+
+TLS (``GrpcTls``), as RocketMQ's proxy ``tls.server.mode``: ``permissive`` (the default) serves
+TLS and plaintext on the one public port through ``broker.tls.SniffingFront`` in front of two
+loopback listeners of the grpc server; ``enforcing`` is grpc's own TLS port; ``off`` its
+plaintext port. The certificate is given, or made self-signed in the data folder.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NoReturn
 
 from pocketmq.broker.core import BrokerCore
 from pocketmq.broker.grpc.service import GrpcSettings, MessagingService
 from pocketmq.broker.grpc.stubs import service_pb2
+from pocketmq.broker.grpc.tls import SniffingFront
 
-__all__ = ["GrpcFrontend", "GrpcSettings", "checked_handler"]
+__all__ = ["GrpcFrontend", "GrpcSettings", "GrpcTls", "checked_handler"]
 
 log = logging.getLogger("pocketmq.grpc")
 
@@ -31,6 +40,61 @@ HOUSEKEEPING_S = 10.0
 # 120 s lets idle sockets pile up); the remoting ports' first_request_timeout_s, in ms.
 HANDSHAKE_TIMEOUT_MS = 15_000
 SERVICE_NAME = "MessagingService"
+
+
+TLS_MODES = ("off", "permissive", "enforcing")
+
+
+@dataclass
+class GrpcTls:
+    """TLS on the gRPC port: ``mode`` one of ``TLS_MODES``; ``cert``/``key`` the PEM files
+    served (the broker gives its own or the self-signed pair), needed unless mode is off."""
+
+    mode: str = "permissive"
+    cert: Path | None = None
+    key: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode not in TLS_MODES:
+            raise ValueError(f"gRPC TLS mode {self.mode!r}: one of {', '.join(TLS_MODES)}")
+        if self.mode != "off" and (self.cert is None or self.key is None):
+            raise ValueError(f"gRPC TLS mode {self.mode}: a certificate and key are needed")
+
+
+class _ClientContext:
+    """A call's context as grpc's, but ``peer()`` the client's own address behind the
+    sniffing front rather than the front's loopback connection."""
+
+    __slots__ = ("_context", "_peer")
+
+    def __init__(self, context: Any, peer: str) -> None:
+        self._context = context
+        self._peer = peer
+
+    def peer(self) -> str:
+        return self._peer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._context, name)
+
+
+def _with_peer(
+    peer_of: Callable[[str], str] | None, handle: Callable[..., Any]
+) -> Callable[..., Any]:
+    if peer_of is None:
+        return handle
+    if inspect.isasyncgenfunction(handle):
+
+        async def streamed(request: Any, context: Any) -> AsyncIterator[Any]:
+            async for response in handle(request, _ClientContext(context, peer_of(context.peer()))):
+                yield response
+
+        return streamed
+
+    async def unary(request: Any, context: Any) -> Any:
+        return await handle(request, _ClientContext(context, peer_of(context.peer())))
+
+    return unary
 
 
 class Malformed:
@@ -115,9 +179,10 @@ def _stream_stream(name: str, behaviour: Callable[..., Any]) -> Callable[..., An
     return handle
 
 
-def checked_handler(servicer: Any) -> Any:
+def checked_handler(servicer: Any, peer_of: Callable[[str], str] | None = None) -> Any:
     """The ``grpc.GenericRpcHandler`` of every method of ``apache.rocketmq.v2.MessagingService``
-    on ``servicer``, each parsing its requests leniently (see the module's docstring)."""
+    on ``servicer``, each parsing its requests leniently (see the module's docstring);
+    ``peer_of`` maps grpc's peer address to the client's (behind the sniffing front)."""
     import grpc
 
     service = service_pb2.DESCRIPTOR.services_by_name[SERVICE_NAME]
@@ -133,29 +198,32 @@ def checked_handler(servicer: Any) -> Any:
         }
         if method.client_streaming and method.server_streaming:
             handlers[name] = grpc.stream_stream_rpc_method_handler(
-                _stream_stream(name, behaviour), **codec
+                _with_peer(peer_of, _stream_stream(name, behaviour)), **codec
             )
         elif method.client_streaming:
             handlers[name] = grpc.stream_unary_rpc_method_handler(
-                _stream_unary(name, behaviour), **codec
+                _with_peer(peer_of, _stream_unary(name, behaviour)), **codec
             )
         elif method.server_streaming:
             handlers[name] = grpc.unary_stream_rpc_method_handler(
-                _unary_stream(name, behaviour), **codec
+                _with_peer(peer_of, _unary_stream(name, behaviour)), **codec
             )
         else:
             handlers[name] = grpc.unary_unary_rpc_method_handler(
-                _unary_unary(name, behaviour), **codec
+                _with_peer(peer_of, _unary_unary(name, behaviour)), **codec
             )
     return grpc.method_handlers_generic_handler(service.full_name, handlers)
 
 
 class GrpcFrontend:
-    def __init__(self, broker: BrokerCore, settings: GrpcSettings) -> None:
+    def __init__(
+        self, broker: BrokerCore, settings: GrpcSettings, tls: GrpcTls | None = None
+    ) -> None:
         import grpc
 
         self.broker = broker
         self.settings = settings
+        self.tls = tls or GrpcTls(mode="off")
         self.service = MessagingService(broker, settings)
         self.server = grpc.aio.server(
             options=[
@@ -166,25 +234,65 @@ class GrpcFrontend:
                 ("grpc.so_reuseport", 0),
             ]
         )
-        self.server.add_generic_rpc_handlers((checked_handler(self.service),))
+        self.front: SniffingFront | None = None
+        # The front is known before the server starts; its peer map is filled per connection.
+        peer_of = self._peer_of if self.tls.mode == "permissive" else None
+        self.server.add_generic_rpc_handlers((checked_handler(self.service, peer_of),))
         self._housekeeping: asyncio.Task[None] | None = None
+        self.cert_file: Path | None = None  # the certificate served, when TLS is on
+
+    def _peer_of(self, peer: str) -> str:
+        return self.front.peer_of(peer) if self.front is not None else peer
 
     @property
     def address(self) -> str:
         return f"{self.settings.advertised_host}:{self.settings.port}"
 
-    async def start(self) -> int:
-        target = f"{self.settings.host}:{self.settings.port}"
+    def _credentials(self) -> Any:
+        import grpc
+
+        assert self.tls.cert is not None and self.tls.key is not None
+        self.cert_file = self.tls.cert
+        return grpc.ssl_server_credentials(
+            [(self.tls.key.read_bytes(), self.tls.cert.read_bytes())]
+        )
+
+    def _add_port(self, target: str, credentials: Any = None) -> int:
         try:
-            port = self.server.add_insecure_port(target)
+            if credentials is None:
+                port = self.server.add_insecure_port(target)
+            else:
+                port = self.server.add_secure_port(target, credentials)
         except RuntimeError as error:  # grpc says "Failed to bind" this way
             raise OSError(f"gRPC port {target} is not available: {error}") from None
         if port == 0:
             raise OSError(f"gRPC port {target} is not available (in use?)")
-        self.settings.port = port
+        return int(port)
+
+    async def start(self) -> int:
+        target = f"{self.settings.host}:{self.settings.port}"
+        mode = self.tls.mode
+        if mode == "off":
+            port = self._add_port(target)
+        elif mode == "enforcing":
+            port = self._add_port(target, self._credentials())
+        else:
+            # grpcio serves one kind per port: TLS and plaintext on two loopback ports, the
+            # public one a front that sends each connection to one of them by its first byte.
+            tls_port = self._add_port("127.0.0.1:0", self._credentials())
+            plain_port = self._add_port("127.0.0.1:0")
+            self.front = SniffingFront(tls_port, plain_port)
         await self.server.start()
+        if self.front is not None:
+            try:
+                port = await self.front.start(self.settings.host, self.settings.port)
+            except OSError as error:
+                await self.server.stop(grace=None)
+                raise OSError(f"gRPC port {target} is not available: {error}") from None
+        self.settings.port = port
         self._housekeeping = asyncio.create_task(self._expire_loop(), name="grpc-housekeeping")
-        log.info("gRPC front-end (apache.rocketmq.v2) on %s", self.address)
+        served = {"off": "plaintext", "enforcing": "TLS", "permissive": "TLS and plaintext"}
+        log.info("gRPC front-end (apache.rocketmq.v2) on %s, %s", self.address, served[mode])
         return port
 
     async def _expire_loop(self) -> None:
@@ -201,5 +309,7 @@ class GrpcFrontend:
             self._housekeeping.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._housekeeping
+        if self.front is not None:
+            await self.front.close()  # first: no new connection reaches the loopback ports
         # Long polls and telemetry streams are cut; clients reconnect elsewhere.
         await self.server.stop(grace=0.5)
