@@ -14,6 +14,8 @@ import contextlib
 import functools
 import logging
 import os
+import ssl
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,6 +41,7 @@ from pocketmq.broker.protocol.headers import (
 from pocketmq.broker.protocol.signing import sign_fields
 from pocketmq.broker.remoting.client import OutboundConnection
 from pocketmq.broker.remoting.server import Connection, Handler, RemotingServer, ServerLimits
+from pocketmq.broker.remoting.tls import ensure_certificate, server_context
 from pocketmq.broker.services.acl import AccessControl, Account
 from pocketmq.broker.services.clients import Channel, ClientRegistry
 from pocketmq.broker.services.clock import (
@@ -73,7 +76,7 @@ from pocketmq.store.message_store import MessageStore
 from pocketmq.store.record import Host
 
 if TYPE_CHECKING:
-    from pocketmq.broker.grpc.server import GrpcFrontend
+    from pocketmq.broker.grpc.server import GrpcFrontend, GrpcTls
 
 __all__ = ["Broker", "access_control"]
 
@@ -149,6 +152,7 @@ class Broker(BrokerCore):
         # first would leave the unregistration nothing to remove.
         self._namesrv_connections: dict[str, OutboundConnection] = {}
         self.grpc: GrpcFrontend | None = None
+        self._tls_files: tuple[Path, Path] | None = None  # certificate, key (tls_files)
         self._started = False
 
     # -- life cycle --------------------------------------------------------------------------
@@ -165,7 +169,7 @@ class Broker(BrokerCore):
         if self.embedded_namesrv is not None:
             namesrv_port = await self.embedded_namesrv.start(config.host, 0)
             config.namesrv_addrs = [f"{config.host}:{namesrv_port}"]
-        config.port = await self.server.start(config.host, config.port)
+        config.port = await self.server.start(config.host, config.port, self._remoting_ssl())
         host = Host.parse(config.address)
         self._store_host_address, self._store_host_port = host.address, host.port
         store_config = msgspec.structs.replace(config.store, store_host=host)
@@ -384,6 +388,36 @@ class Broker(BrokerCore):
         if self.embedded_namesrv is not None:
             await self.embedded_namesrv.close()
 
+    def tls_files(self) -> tuple[Path, Path]:
+        """The certificate and key this broker serves over TLS: given, or self-signed in the
+        data folder (a temporary one for an in-memory store)."""
+        if self._tls_files is None:
+            config = self.config
+            if config.data_dir is not None:
+                folder = config.data_dir / "tls"
+            else:
+                folder = Path(tempfile.mkdtemp(prefix="pocketmq-tls-"))
+            hosts = (config.host, config.advertised_host or config.host)
+            self._tls_files = ensure_certificate(folder, hosts, config.tls_cert, config.tls_key)
+        return self._tls_files
+
+    def _remoting_ssl(self) -> ssl.SSLContext | None:
+        return server_context(*self.tls_files()) if self.config.remoting_tls else None
+
+    def _grpc_tls(self) -> GrpcTls:
+        from pocketmq.broker.grpc.server import GrpcTls
+
+        mode = self.config.grpc_tls
+        if mode == "off":
+            return GrpcTls("off")
+        try:
+            return GrpcTls(mode, *self.tls_files())
+        except ImportError:  # an install of the grpc extra from before it needed cryptography
+            if mode == "enforcing":
+                raise
+            log.warning("gRPC TLS off: no certificate given and cryptography not installed")
+            return GrpcTls("off")
+
     async def _start_grpc(self) -> None:
         from pocketmq.broker.grpc.server import GrpcFrontend, GrpcSettings
 
@@ -398,6 +432,7 @@ class Broker(BrokerCore):
                 auto_create_topics=config.grpc_auto_create_topics,
                 acl=self.acl,
             ),
+            self._grpc_tls(),
         )
         config.grpc_port = await self.grpc.start()
 

@@ -69,6 +69,15 @@ class BrokerConfig(msgspec.Struct, kw_only=True):
     # Create a topic a gRPC client asks a route for (message type MIXED). RocketMQ's proxy
     # never does: off by default, so an unknown topic is TOPIC_NOT_FOUND as there.
     grpc_auto_create_topics: bool = False
+    # TLS on the gRPC port, as the proxy's tls.server.mode: "permissive" (TLS and plaintext on
+    # one port, the proxy's default), "enforcing" (TLS only) or "off" (plaintext only).
+    grpc_tls: str = "permissive"
+    # The certificate and key (PEM) served over TLS; None: a self-signed one, made in the data
+    # folder's tls/ at first start (for localhost, 127.0.0.1 and the advertised host).
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    # TLS on the remoting port too, beside plaintext (RocketMQ 4.x clients' tls.enable).
+    remoting_tls: bool = False
     # Access key -> secret key: each an admin account of the ACL (``--access-key``).
     access_keys: dict[str, str] = {}
     # RocketMQ's plain_acl.yml (accounts, permissions, white addresses). With it or with

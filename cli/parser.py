@@ -142,6 +142,24 @@ def _add_server_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-grpc", action="store_true", help="do not start the gRPC front-end")
     parser.add_argument(
+        "--grpc-tls",
+        choices=("permissive", "enforcing", "off"),
+        default="permissive",
+        help="TLS on the gRPC port, as RocketMQ's proxy tls.server.mode: permissive (default: "
+        "TLS and plaintext on the one port), enforcing (TLS only), off (plaintext only)",
+    )
+    parser.add_argument(
+        "--tls-cert",
+        metavar="PEM",
+        help="certificate served over TLS (default: a self-signed one made in DATA/tls)",
+    )
+    parser.add_argument("--tls-key", metavar="PEM", help="the private key of --tls-cert")
+    parser.add_argument(
+        "--remoting-tls",
+        action="store_true",
+        help="accept TLS on the remoting port too, beside plaintext (4.x clients' tls.enable)",
+    )
+    parser.add_argument(
         "--grpc-auto-create-topics",
         action="store_true",
         help="create a topic (message type MIXED) when a gRPC client asks for its route",

@@ -43,6 +43,8 @@ def _config(args: argparse.Namespace, namesrv: list[str]) -> Any:
         )
     except ValueError as error:
         raise UsageError(f"--delay-levels: {error}") from None
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise UsageError("--tls-cert and --tls-key go together")
     return BrokerConfig(
         store=store,
         broker_name=args.name,
@@ -55,6 +57,10 @@ def _config(args: argparse.Namespace, namesrv: list[str]) -> Any:
         flush=args.flush,
         grpc_port=_grpc_port(args),
         grpc_auto_create_topics=args.grpc_auto_create_topics,
+        grpc_tls=args.grpc_tls,
+        tls_cert=Path(args.tls_cert) if args.tls_cert else None,
+        tls_key=Path(args.tls_key) if args.tls_key else None,
+        remoting_tls=args.remoting_tls,
         access_keys=_access_keys(args),
         acl_file=Path(args.acl_file) if args.acl_file else None,
         clean_file_forcibly=args.clean_file_forcibly,

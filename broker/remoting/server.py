@@ -33,11 +33,13 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
+from ssl import SSLContext
 from typing import Any, Final
 
 from pocketmq.broker.protocol import FRAME_SIZE_MAX, RemotingCommand
 from pocketmq.broker.protocol.errors import RemoteProtocolError
 from pocketmq.broker.protocol.session import RemotingSession
+from pocketmq.broker.remoting.tls import sniffing_server
 
 __all__ = ["Connection", "Handler", "RemotingServer", "ServerLimits"]
 
@@ -405,11 +407,26 @@ class RemotingServer:
         self._idle_task: asyncio.Task[None] | None = None
         self.port = 0
 
-    async def start(self, host: str = "127.0.0.1", port: int = 0) -> int:
+    async def start(
+        self, host: str = "127.0.0.1", port: int = 0, ssl: SSLContext | None = None
+    ) -> int:
+        """Listen on ``host:port`` (0: a free port); returns the port. With ``ssl`` a
+        connection opening with a TLS handshake is served over TLS and any other in plaintext,
+        as RocketMQ's remoting server in its default permissive ``tls.server.mode``."""
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: Connection(self), host, port, reuse_address=True, backlog=self.limits.backlog
-        )
+        if ssl is None:
+            self._server = await loop.create_server(
+                lambda: Connection(self),
+                host,
+                port,
+                reuse_address=True,
+                backlog=self.limits.backlog,
+            )
+        else:
+            self._server = await sniffing_server(  # type: ignore[assignment]
+                lambda: Connection(self), host, port, ssl, backlog=self.limits.backlog
+            )
+        assert self._server is not None
         self.port = self._server.sockets[0].getsockname()[1]
         self._idle_task = asyncio.create_task(self._housekeeping(), name=f"{self.name}-limits")
         return self.port

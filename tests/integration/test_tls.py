@@ -1,0 +1,177 @@
+"""TLS on the broker's ports: the gRPC port serving TLS and plaintext at once (RocketMQ's
+proxy in its permissive tls.server.mode), only TLS when enforcing, a given certificate, and
+the remoting port with TLS beside plaintext (4.x clients' tls.enable)."""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pocketmq.broker.protocol import RequestCode, ResponseCode
+from pocketmq.client.connection import Connection, make_request, tls_context
+from pocketmq.client.errors import ConnectionLostError
+from tests.integration.cluster import Cluster, Process, free_port
+
+pytest.importorskip("grpc", reason="from a pocketmq checkout: python3 -m pip install -e '.[grpc]'")
+pytest.importorskip(
+    "rocketmq", reason="from a pocketmq checkout: python3 -m pip install -e '.[grpc]'"
+)
+pytest.importorskip("cryptography", reason="python3 -m pip install -e '.[grpc]'")
+
+from pocketmq.broker.remoting.tls import make_certificate  # noqa: E402
+
+# The official Python client sends one message; tls_enable is its TLS switch (default False).
+# It verifies against grpc's roots: GRPC_DEFAULT_SSL_ROOTS_FILE_PATH names our certificate.
+SEND_ONE = """
+import json, sys
+from rocketmq import ClientConfiguration, Credentials, Message, Producer
+endpoint, topic, tls = sys.argv[1], sys.argv[2], sys.argv[3] == "tls"
+producer = Producer(ClientConfiguration(endpoint, Credentials(), request_timeout=10),
+                    (topic,), tls_enable=tls)
+producer.startup()
+try:
+    message = Message()
+    message.topic = topic
+    message.body = sys.argv[3].encode()
+    receipt = producer.send(message)
+    print(json.dumps({"message_id": receipt.message_id}))
+finally:
+    producer.shutdown()
+"""
+
+
+def send_one(endpoint: str, topic: str, tls: bool, roots: Path, home: Path) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", SEND_ONE, endpoint, topic, "tls" if tls else "plain"],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env={**os.environ, "HOME": str(home), "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": str(roots)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def create_topic(namesrv: str, topic: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "pocketmq.cli", "topic", "create", "--topic", topic]
+        + ["--namesrv", namesrv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def served_certificate(port: int) -> bytes:
+    """The certificate the server presents on 127.0.0.1:``port`` (DER), unverified."""
+    pem = ssl.get_server_certificate(("127.0.0.1", port))
+    return ssl.PEM_cert_to_DER_cert(pem)
+
+
+def query_route(port: int, credentials: object, topic: str) -> object:
+    import grpc
+
+    from pocketmq.broker.grpc.stubs import definition_pb2, service_pb2, service_pb2_grpc
+
+    target = f"127.0.0.1:{port}"
+    channel = (
+        grpc.secure_channel(target, credentials)
+        if credentials is not None
+        else grpc.insecure_channel(target)
+    )
+    with channel:
+        stub = service_pb2_grpc.MessagingServiceStub(channel)
+        request = service_pb2.QueryRouteRequest(topic=definition_pb2.Resource(name=topic))
+        return stub.QueryRoute(request, timeout=5)
+
+
+@pytest.fixture(scope="module")
+def permissive(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
+    """A standalone broker with the defaults: gRPC permissive, a self-signed certificate in
+    the data folder; the remoting port with TLS too."""
+    with Cluster(tmp_path_factory.mktemp("tls")) as cluster:
+        grpc_port = free_port()
+        broker = cluster.start_standalone(
+            extra_args=["--grpc-port", str(grpc_port), "--remoting-tls"]
+        )
+        broker.extra["grpc_port"] = grpc_port
+        broker.extra["namesrv"] = f"127.0.0.1:{broker.extra['namesrv_port']}"
+        create_topic(broker.extra["namesrv"], "tls-topic")
+        yield broker
+
+
+def test_official_client_over_tls_and_plaintext_on_one_port(
+    permissive: Process, tmp_path: Path
+) -> None:
+    cert = permissive.extra["data"] / "tls" / "pocketmq-cert.pem"
+    assert cert.exists()  # made at first start
+    endpoint = f"127.0.0.1:{permissive.extra['grpc_port']}"
+    sent = [send_one(endpoint, "tls-topic", tls, cert, tmp_path) for tls in (True, False)]
+    assert len({s["message_id"] for s in sent}) == 2
+    # What the port presents is the certificate of the data folder.
+    der = ssl.PEM_cert_to_DER_cert(cert.read_text())
+    assert served_certificate(permissive.extra["grpc_port"]) == der
+
+
+def test_a_client_trusting_another_certificate_is_refused(permissive: Process) -> None:
+    import grpc
+
+    other, _ = make_certificate(["127.0.0.1"])
+    with pytest.raises(grpc.RpcError) as refused:
+        query_route(
+            permissive.extra["grpc_port"],
+            grpc.ssl_channel_credentials(root_certificates=other),
+            "tls-topic",
+        )
+    assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_sdk_connection_over_remoting_tls(permissive: Process) -> None:
+    cert = permissive.extra["data"] / "tls" / "pocketmq-cert.pem"
+    for context in (tls_context(cert), tls_context(), None):  # verified, unverified, plain
+        connection = await Connection.open(permissive.address, ssl=context)
+        try:
+            answer = await connection.invoke(make_request(RequestCode.GET_ALL_TOPIC_CONFIG), 5000)
+            assert answer.code == ResponseCode.SUCCESS
+            assert b"tls-topic" in (answer.body or b"")
+            tls = connection._transport.get_extra_info("ssl_object")  # type: ignore[union-attr]
+            assert (tls is not None) == (context is not None)
+        finally:
+            await connection.aclose()
+    # Verifying against a certificate the broker does not have fails the handshake.
+    other = permissive.extra["data"] / "other.pem"
+    other.write_bytes(make_certificate(["127.0.0.1"])[0])
+    with pytest.raises(ConnectionLostError):
+        await Connection.open(permissive.address, ssl=tls_context(other))
+
+
+def test_enforcing_refuses_plaintext_and_serves_the_given_certificate(tmp_path: Path) -> None:
+    import grpc
+
+    cert_pem, key_pem = make_certificate(["127.0.0.1"])
+    cert, key = tmp_path / "given.pem", tmp_path / "given.key"
+    cert.write_bytes(cert_pem)
+    key.write_bytes(key_pem)
+    (tmp_path / "cluster").mkdir()
+    with Cluster(tmp_path / "cluster") as cluster:
+        grpc_port = free_port()
+        args = ["--grpc-port", str(grpc_port), "--grpc-tls", "enforcing"]
+        cluster.start_standalone(extra_args=[*args, "--tls-cert", str(cert), "--tls-key", str(key)])
+        with pytest.raises(grpc.RpcError) as refused:
+            query_route(grpc_port, None, "no-such-topic")
+        assert refused.value.code() == grpc.StatusCode.UNAVAILABLE
+        answer = query_route(
+            grpc_port, grpc.ssl_channel_credentials(root_certificates=cert_pem), "no-such-topic"
+        )
+        assert answer.status.code == 40402  # TOPIC_NOT_FOUND: the call got through
+        assert served_certificate(grpc_port) == ssl.PEM_cert_to_DER_cert(cert_pem.decode())
