@@ -26,6 +26,7 @@ from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.core import BrokerCore
 from pocketmq.broker.handlers import admin, clients, inspect, pop, pull, retry, send, transaction
 from pocketmq.broker.handlers.filter_check import handle_check_client_config
+from pocketmq.broker.handlers.reply import handle_reply
 from pocketmq.broker.handlers.transaction import RemotingCheckSource
 from pocketmq.broker.namesrv import NameServer
 from pocketmq.broker.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -60,6 +61,7 @@ from pocketmq.broker.services.outage import Outage
 from pocketmq.broker.services.pop import PopService
 from pocketmq.broker.services.pull import PullService
 from pocketmq.broker.services.queries import MessageQueries
+from pocketmq.broker.services.reply import ReplyService
 from pocketmq.broker.services.retention import (
     RetentionPolicy,
     RetentionService,
@@ -259,6 +261,11 @@ class Broker(BrokerCore):
             retry=self.retry,
             config=config,
         )
+        # request-reply: the cluster's <cluster>_REPLY_TOPIC exists from the start, as in RocketMQ
+        self.reply = ReplyService(
+            cluster=config.cluster_name, topics=self.topics, clients=self.clients
+        )
+        self.reply.ensure_topic()
         self.pop = PopService(
             store=self.store,
             scheduler=scheduler,
@@ -462,6 +469,8 @@ class Broker(BrokerCore):
             RequestCode.SEND_MESSAGE: send.handle_send,
             RequestCode.SEND_MESSAGE_V2: send.handle_send,
             RequestCode.SEND_BATCH_MESSAGE: send.handle_send,
+            RequestCode.SEND_REPLY_MESSAGE: handle_reply,
+            RequestCode.SEND_REPLY_MESSAGE_V2: handle_reply,
             RequestCode.PULL_MESSAGE: pull.handle_pull,
             RequestCode.LITE_PULL_MESSAGE: pull.handle_pull,
             RequestCode.HEART_BEAT: clients.handle_heartbeat,

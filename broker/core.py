@@ -21,6 +21,7 @@ from pocketmq.broker.services.offsets import OffsetManager
 from pocketmq.broker.services.pop import PopService
 from pocketmq.broker.services.pull import PullService
 from pocketmq.broker.services.queries import MessageQueries
+from pocketmq.broker.services.reply import ReplyService
 from pocketmq.broker.services.retention import RetentionService
 from pocketmq.broker.services.retry import RetryService
 from pocketmq.broker.services.schedule import ScheduleService
@@ -55,6 +56,7 @@ class BrokerCore:
     queries: MessageQueries
     writer: MessageWriter
     send: SendService
+    reply: ReplyService
     retry: RetryService
     schedule: ScheduleService
     timer: TimerService

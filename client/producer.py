@@ -16,7 +16,12 @@ Behaviour follows RocketMQ's ``DefaultMQProducer``:
 * batches are SEND_BATCH_MESSAGE (320): one topic, no delay, each message its own
   ``UNIQ_KEY``, at most ``max_message_size`` bytes encoded;
 * HEART_BEAT (34) with the producer group goes to every master broker the producer talks to,
-  before its first send there and every 30 s; UNREGISTER_CLIENT (35) on close.
+  before its first send there and every 30 s; UNREGISTER_CLIENT (35) on close;
+* request-reply (RocketMQ 4.6+): ``request`` sends a message carrying ``CORRELATION_ID``,
+  ``REPLY_TO_CLIENT`` and ``TTL`` and waits for the reply a broker pushes
+  (PUSH_REPLY_MESSAGE_TO_CLIENT, 326); ``reply`` answers a received request with
+  SEND_REPLY_MESSAGE_V2 (325) to ``<cluster>_REPLY_TOPIC``, as Java's
+  ``MessageUtil.createReplyMessage`` and ``send`` do.
 
 Sends are independent: any number can be in flight at once (each connection caps the
 requests waiting for a response and makes further senders wait).
@@ -46,6 +51,7 @@ from pocketmq.broker.protocol.message_codec import encode_batch_texts, encode_pr
 from pocketmq.ids import UniqIdGenerator, V5IdGenerator
 
 from ._core import CoreClient
+from ._reply import PendingRequests, create_reply, new_correlation_id, request_properties
 from .connection import CLIENT_LANGUAGE, CLIENT_VERSION, Credentials, check_response, make_request
 from .errors import (
     BrokerError,
@@ -68,6 +74,7 @@ from .message import (
     RETRY_TOPIC_PREFIX,
     Message,
     MessageQueue,
+    ReceivedMessage,
     SendResult,
     SendStatus,
     validate_topic,
@@ -163,6 +170,9 @@ class Producer(CoreClient):
         self._valid_topics: set[str] = set()  # checked once, not on every send
         self._send_templates: dict[MessageQueue, tuple[tuple[str, int], dict[str, str]]] = {}
         self._heartbeats: dict[str, asyncio.Task[None]] = {}
+        # requests waiting for their reply; brokers push replies over any of our connections
+        self._requests = PendingRequests()
+        self._core.pool.handlers[RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT] = self._requests.on_push
 
     # -- life cycle (start, close, async with: CoreClient) -----------------------------------
 
@@ -397,6 +407,78 @@ class Producer(CoreClient):
         header = self._header(mq, properties, flag=message.flag)
         cmd = make_request(RequestCode.SEND_MESSAGE_V2, header, body=bytes(message.body))
         await self._core.invoke_oneway(addr, cmd)
+
+    # -- request-reply -----------------------------------------------------------------------
+
+    async def request(self, message: Message, timeout_s: float = 3.0) -> ReceivedMessage:
+        """Send ``message`` as a request and wait for its reply (``DefaultMQProducer.request``).
+
+        The message gets ``CORRELATION_ID`` (a new UUID), ``REPLY_TO_CLIENT`` (this client's
+        id) and ``TTL`` (``timeout_s`` in ms); a consumer answers it with ``reply`` (or any
+        RocketMQ client's ``MessageUtil.createReplyMessage``), and the broker pushes the reply
+        here. ``RequestTimeoutError`` when no reply comes within ``timeout_s`` (sending
+        included); the send's own errors as ``send`` raises them.
+        """
+        self._check_open()
+        if timeout_s <= 0:
+            raise ClientUsageError("timeout_s must be > 0")
+        correlation_id = new_correlation_id()
+        timeout_ms = int(timeout_s * 1000)
+        request = Message(
+            topic=message.topic,
+            body=message.body,
+            tags=message.tags,
+            keys=list(message.keys),
+            properties=request_properties(
+                message.properties, correlation_id, self._core.client_id, timeout_ms
+            ),
+            delay_level=message.delay_level,
+            flag=message.flag,
+            sharding_key=message.sharding_key,
+        )
+        waiter = self._requests.add(correlation_id)
+        try:
+            async with asyncio.timeout(timeout_s):
+                # As prepareSendRequest: every broker of the topic knows this client first,
+                # so whichever of them takes the reply can push it to this connection.
+                route = await self._core.routes.get(message.topic, for_publish=True)
+                await asyncio.gather(
+                    *(self._ensure_heartbeat(addr) for addr in route.master_addrs().values())
+                )
+                await self.send(request)
+                return await waiter
+        except TimeoutError:
+            raise RequestTimeoutError(
+                message.topic, RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, timeout_ms
+            ) from None
+        finally:
+            self._requests.discard(correlation_id)
+
+    async def reply(
+        self,
+        request: ReceivedMessage,
+        body: bytes,
+        *,
+        properties: dict[str, str] | None = None,
+    ) -> SendResult:
+        """Answer a received request: ``create_reply(request, body)`` sent as
+        SEND_REPLY_MESSAGE_V2, in one attempt (a broker refuses a reply it cannot push, with
+        SYSTEM_ERROR, when the requester is gone: another attempt would store another copy).
+        ``ClientUsageError`` when ``request`` is not a stored request (no ``CLUSTER``)."""
+        self._check_open()
+        answer = create_reply(request, body, properties=properties)
+        wire, unique_key = self._wire_properties(answer)
+        route = await self._core.routes.get(answer.topic, for_publish=True)
+        mq = self._round_robin(route, None)
+        addr = self._master(route, mq)
+        await self._ensure_heartbeat(addr)
+        command = self._send_request(mq, wire, bytes(answer.body), answer.flag)
+        command.code = RequestCode.SEND_REPLY_MESSAGE_V2
+        response = await self._core.invoke(addr, command, self.send_timeout_ms)
+        status = _STATUS_BY_CODE.get(response.code)
+        if status is None:
+            raise error_for_code(response.code, response.remark)
+        return self._result(response, status, mq, unique_key)
 
     def encode_batch(self, messages: Sequence[Message]) -> tuple[bytes, list[str]]:
         """Validate a batch and return its SEND_BATCH_MESSAGE body and unique keys."""

@@ -42,6 +42,7 @@ __all__ = [
     "SendMessageRequestHeader",
     "SendMessageRequestHeaderV2",
     "SendMessageResponseHeader",
+    "ReplyMessageRequestHeader",
     # pull and offsets
     "PullMessageRequestHeader",
     "PullMessageResponseHeader",
@@ -432,6 +433,27 @@ def send_result_fields(
         header.transaction_id,
         header.msg_region,
     )
+
+
+class ReplyMessageRequestHeader(RemotingHeader, frozen=True, kw_only=True):
+    """PUSH_REPLY_MESSAGE_TO_CLIENT (326), broker -> requester: the reply's send header (as the
+    replier sent it) with where it came from and when the broker took it; the body is the
+    reply's body. Java's ReplyMessageRequestHeader (long names, primitives always sent)."""
+
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: Int
+    queue_id: Int
+    sys_flag: Int
+    born_timestamp: Long
+    flag: Int
+    properties: str | None = None
+    reconsume_times: Int | None = None
+    unit_mode: bool = False
+    born_host: str  # the replier, "ip:port"
+    store_host: str  # the broker, "ip:port"
+    store_timestamp: Long
 
 
 # -- pull and offsets -------------------------------------------------------------------------

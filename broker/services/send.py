@@ -25,8 +25,13 @@ from pocketmq.broker.services.topics import (
 from pocketmq.broker.services.writer import MessageWriter
 from pocketmq.store.errors import StoreError, StoreFullError
 from pocketmq.store.message_store import MessageStore, PutMessage, PutResult
+from pocketmq.store.record import encode_properties
 
-__all__ = ["SendService"]
+__all__ = ["PROPERTY_CLUSTER", "SendService"]
+
+PROPERTY_CLUSTER = (
+    "CLUSTER"  # MessageConst.PROPERTY_CLUSTER: the cluster of the broker that stored it
+)
 
 # Topic names already found valid and open to clients (pure functions of the name, so checked
 # once per name instead of once per message).
@@ -110,7 +115,28 @@ class SendService:
     # -- storing ----------------------------------------------------------------------------
 
     def put(self, message: PutMessage, properties: dict[str, str]) -> PutResult:
-        """Store one message with its delay, timer or transaction."""
+        """Store one sent message with its delay, timer or transaction, marked with the
+        broker's cluster (SendMessageProcessor puts PROPERTY_CLUSTER on every single message:
+        a consumer answering a request reads it to address ``<cluster>_REPLY_TOPIC``)."""
+        cluster = self.config.cluster_name
+        if properties.get(PROPERTY_CLUSTER) != cluster:
+            text = message.properties_text
+            if PROPERTY_CLUSTER in properties or text is None:
+                properties[PROPERTY_CLUSTER] = cluster
+                text = encode_properties(properties)
+            else:
+                properties[PROPERTY_CLUSTER] = cluster
+                # appended to the text as sent (5.x clients leave out the last separator)
+                if text and text[-1] != "\x02":
+                    text += "\x02"
+                text = f"{text}{PROPERTY_CLUSTER}\x01{cluster}\x02"
+            message.properties = properties
+            message.properties_text = text
+        return self.put_as_is(message, properties)
+
+    def put_as_is(self, message: PutMessage, properties: dict[str, str]) -> PutResult:
+        """Store ``message`` with its properties untouched (a reply, which RocketMQ's
+        ReplyMessageProcessor stores as sent), with its delay, timer or transaction."""
         try:
             return self.writer.put(message, properties)
         except StoreFullError as error:
