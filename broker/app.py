@@ -80,9 +80,20 @@ from pocketmq.store.record import Host
 if TYPE_CHECKING:
     from pocketmq.broker.grpc.server import GrpcFrontend, GrpcTls
 
-__all__ = ["Broker", "access_control"]
+__all__ = ["Broker", "access_control", "tls_files"]
 
 log = logging.getLogger("pocketmq.broker")
+
+
+def tls_files(config: BrokerConfig) -> tuple[Path, Path]:
+    """The certificate and key served over TLS under ``config``: ``tls_cert``/``tls_key``, or
+    a self-signed pair in the data folder's ``tls/`` (a new temporary folder without one)."""
+    if config.data_dir is not None:
+        folder = config.data_dir / "tls"
+    else:
+        folder = Path(tempfile.mkdtemp(prefix="pocketmq-tls-"))
+    hosts = (config.host, config.advertised_host or config.host)
+    return ensure_certificate(folder, hosts, config.tls_cert, config.tls_key)
 
 
 def access_control(config: BrokerConfig) -> AccessControl | None:
@@ -169,7 +180,7 @@ class Broker(BrokerCore):
     async def start(self) -> None:
         config = self.config
         if self.embedded_namesrv is not None:
-            namesrv_port = await self.embedded_namesrv.start(config.host, 0)
+            namesrv_port = await self.embedded_namesrv.start(config.host, 0, self._remoting_ssl())
             config.namesrv_addrs = [f"{config.host}:{namesrv_port}"]
         config.port = await self.server.start(config.host, config.port, self._remoting_ssl())
         host = Host.parse(config.address)
@@ -399,13 +410,7 @@ class Broker(BrokerCore):
         """The certificate and key this broker serves over TLS: given, or self-signed in the
         data folder (a temporary one for an in-memory store)."""
         if self._tls_files is None:
-            config = self.config
-            if config.data_dir is not None:
-                folder = config.data_dir / "tls"
-            else:
-                folder = Path(tempfile.mkdtemp(prefix="pocketmq-tls-"))
-            hosts = (config.host, config.advertised_host or config.host)
-            self._tls_files = ensure_certificate(folder, hosts, config.tls_cert, config.tls_key)
+            self._tls_files = tls_files(self.config)
         return self._tls_files
 
     def _remoting_ssl(self) -> ssl.SSLContext | None:

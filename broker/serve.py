@@ -13,11 +13,13 @@ import gc
 import logging
 import signal
 import sys
+from ssl import SSLContext
 
-from pocketmq.broker.app import Broker, access_control
+from pocketmq.broker.app import Broker, access_control, tls_files
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.namesrv import NameServer
 from pocketmq.broker.remoting.server import ServerLimits
+from pocketmq.broker.remoting.tls import server_context
 from pocketmq.broker.services.acl import AccessControl
 from pocketmq.broker.services.clock import Clock
 
@@ -51,14 +53,19 @@ async def _ready_until_stopped(line: str) -> None:
 
 
 async def run_namesrv(
-    host: str, port: int, acl: AccessControl | None = None, limits: ServerLimits | None = None
+    host: str,
+    port: int,
+    acl: AccessControl | None = None,
+    limits: ServerLimits | None = None,
+    ssl: SSLContext | None = None,
 ) -> None:
     """A name server; with ``acl``, every request is checked by it (``broker/services/acl.py``);
-    ``limits``: its connection limits (default ``ServerLimits()``)."""
+    ``limits``: its connection limits (default ``ServerLimits()``); ``ssl``: TLS beside
+    plaintext."""
     server = NameServer(guard=acl.check_remoting if acl is not None else None, limits=limits)
     if acl is not None:
         logging.getLogger("pocketmq.namesrv").info("ACL on (%s)", acl.summary())
-    port = await server.start(host, port)
+    port = await server.start(host, port, ssl)
     try:
         await _ready_until_stopped(f"pocketmq namesrv ready on {host}:{port}")
     finally:
@@ -87,7 +94,12 @@ async def run_standalone(
     both check requests with the ACL the config asks for and have the same connection limits."""
     acl = access_control(config)
     server = NameServer(guard=acl.check_remoting if acl is not None else None, limits=limits)
-    namesrv_port = await server.start(namesrv_host, namesrv_port)
+    ssl = None
+    if config.remoting_tls:
+        # One certificate for both ports: the broker is given the pair made here.
+        config.tls_cert, config.tls_key = tls_files(config)
+        ssl = server_context(config.tls_cert, config.tls_key)
+    namesrv_port = await server.start(namesrv_host, namesrv_port, ssl)
     config.namesrv_addrs = [f"{namesrv_host}:{namesrv_port}"]
     try:
         async with Broker(config, clock=clock, limits=limits) as broker:

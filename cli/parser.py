@@ -148,17 +148,7 @@ def _add_server_options(parser: argparse.ArgumentParser) -> None:
         help="TLS on the gRPC port, as RocketMQ's proxy tls.server.mode: permissive (default: "
         "TLS and plaintext on the one port), enforcing (TLS only), off (plaintext only)",
     )
-    parser.add_argument(
-        "--tls-cert",
-        metavar="PEM",
-        help="certificate served over TLS (default: a self-signed one made in DATA/tls)",
-    )
-    parser.add_argument("--tls-key", metavar="PEM", help="the private key of --tls-cert")
-    parser.add_argument(
-        "--remoting-tls",
-        action="store_true",
-        help="accept TLS on the remoting port too, beside plaintext (4.x clients' tls.enable)",
-    )
+    _add_remoting_tls(parser)
     parser.add_argument(
         "--grpc-auto-create-topics",
         action="store_true",
@@ -178,6 +168,21 @@ def _add_server_options(parser: argparse.ArgumentParser) -> None:
         choices=("system", "manual"),
         default="system",
         help="manual: time moves only with `pocketmq time advance` (tests of delays, retries, timers)",
+    )
+
+
+def _add_remoting_tls(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--tls-cert",
+        metavar="PEM",
+        help="certificate served over TLS (default: a self-signed one made in DATA/tls, or in "
+        "a temporary folder without a data folder)",
+    )
+    parser.add_argument("--tls-key", metavar="PEM", help="the private key of --tls-cert")
+    parser.add_argument(
+        "--remoting-tls",
+        action="store_true",
+        help="accept TLS on the remoting port(s) too, beside plaintext (4.x clients' tls.enable)",
     )
 
 
@@ -225,6 +230,7 @@ def _servers(commands: argparse._SubParsersAction) -> None:
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
     )
     namesrv.add_argument("--port", type=port, default=9876, help="port (default 9876)")
+    _add_remoting_tls(namesrv)
     _add_acl(namesrv)
     _add_limits(namesrv)
 

@@ -43,8 +43,7 @@ def _config(args: argparse.Namespace, namesrv: list[str]) -> Any:
         )
     except ValueError as error:
         raise UsageError(f"--delay-levels: {error}") from None
-    if bool(args.tls_cert) != bool(args.tls_key):
-        raise UsageError("--tls-cert and --tls-key go together")
+    tls_cert, tls_key = _tls_files(args)
     return BrokerConfig(
         store=store,
         broker_name=args.name,
@@ -58,8 +57,8 @@ def _config(args: argparse.Namespace, namesrv: list[str]) -> Any:
         grpc_port=_grpc_port(args),
         grpc_auto_create_topics=args.grpc_auto_create_topics,
         grpc_tls=args.grpc_tls,
-        tls_cert=Path(args.tls_cert) if args.tls_cert else None,
-        tls_key=Path(args.tls_key) if args.tls_key else None,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
         remoting_tls=args.remoting_tls,
         access_keys=_access_keys(args),
         acl_file=Path(args.acl_file) if args.acl_file else None,
@@ -115,14 +114,35 @@ def namesrv(args: argparse.Namespace) -> int:
 
     keys = _access_keys(args)
     acl_file = Path(args.acl_file) if args.acl_file else None
+    tls = _tls_files(args)
     return _run(
         lambda: run_namesrv(
             args.host,
             args.port,
             access_control(BrokerConfig(access_keys=keys, acl_file=acl_file)),
             _limits(args),
+            _remoting_ssl(args.host, tls) if args.remoting_tls else None,
         )
     )
+
+
+def _tls_files(args: argparse.Namespace) -> tuple[Path | None, Path | None]:
+    if bool(args.tls_cert) != bool(args.tls_key):
+        raise UsageError("--tls-cert and --tls-key go together")
+    return (
+        Path(args.tls_cert) if args.tls_cert else None,
+        Path(args.tls_key) if args.tls_key else None,
+    )
+
+
+def _remoting_ssl(host: str, files: tuple[Path | None, Path | None]) -> Any:
+    """The name server's TLS context: the given pair, or a self-signed one (no data folder:
+    a temporary one)."""
+    from pocketmq.broker.app import tls_files
+    from pocketmq.broker.config import BrokerConfig
+    from pocketmq.broker.remoting.tls import server_context
+
+    return server_context(*tls_files(BrokerConfig(host=host, tls_cert=files[0], tls_key=files[1])))
 
 
 def broker(args: argparse.Namespace) -> int:

@@ -28,6 +28,7 @@ import logging
 import time
 import zlib
 from collections.abc import Callable
+from ssl import SSLContext
 from types import TracebackType
 from typing import Final, Self
 
@@ -152,8 +153,11 @@ class NameServer:
 
     # -- lifecycle --------------------------------------------------------------------------
 
-    async def start(self, host: str | None = None, port: int | None = None) -> int:
-        """Listen (defaults: the constructor's host and port; port 0 picks one); returns the port."""
+    async def start(
+        self, host: str | None = None, port: int | None = None, ssl: SSLContext | None = None
+    ) -> int:
+        """Listen (defaults: the constructor's host and port; port 0 picks one); returns the port.
+        With ``ssl``, TLS is served beside plaintext (``RemotingServer.start``)."""
         if self._server is not None:
             raise RuntimeError("the name server is already started")
         host = self.host if host is None else host
@@ -161,7 +165,7 @@ class NameServer:
         server = RemotingServer(
             self.handlers, name="namesrv", limits=self.limits, on_disconnect=self._on_disconnect
         )
-        self.port = await server.start(host, port)
+        self.port = await server.start(host, port, ssl)
         self.host = host
         self._server = server
         if self.scan_interval_s is not None:

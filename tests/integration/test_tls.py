@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pocketmq.broker.protocol import RequestCode, ResponseCode
+from pocketmq.client._core import ClientCore
 from pocketmq.client.connection import Connection, make_request, tls_context
 from pocketmq.client.errors import ConnectionLostError
 from tests.integration.cluster import Cluster, Process, free_port
@@ -175,3 +176,25 @@ def test_enforcing_refuses_plaintext_and_serves_the_given_certificate(tmp_path: 
         )
         assert answer.status.code == 40402  # TOPIC_NOT_FOUND: the call got through
         assert served_certificate(grpc_port) == ssl.PEM_cert_to_DER_cert(cert_pem.decode())
+
+
+async def test_sdk_core_over_tls_to_name_server_and_broker(permissive: Process) -> None:
+    """``tls=True``: the name server's port and the broker's, both over TLS; the connections
+    the pool holds are TLS ones; ``tls_ca`` verifies against the standalone's certificate."""
+    cert = permissive.extra["data"] / "tls" / "pocketmq-cert.pem"
+    for options in ({"tls": True}, {"tls_ca": cert}):
+        core = ClientCore(namesrv=permissive.extra["namesrv"], **options)  # type: ignore[arg-type]
+        try:
+            route = await core.routes.fetch("tls-topic")
+            assert route.queue_datas
+            masters = await core.master_brokers()
+            answer = await core.invoke(
+                next(iter(masters.values())), make_request(RequestCode.GET_ALL_TOPIC_CONFIG), 5000
+            )
+            assert b"tls-topic" in (answer.body or b"")
+            for addr in (permissive.extra["namesrv"], *masters.values()):
+                connection = core.pool.cached(addr)
+                assert connection is not None
+                assert connection._transport.get_extra_info("ssl_object") is not None  # type: ignore[union-attr]
+        finally:
+            await core.close()
