@@ -24,7 +24,17 @@ import msgspec
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.core import BrokerCore
-from pocketmq.broker.handlers import admin, clients, inspect, pop, pull, retry, send, transaction
+from pocketmq.broker.handlers import (
+    admin,
+    clients,
+    inspect,
+    pop,
+    pull,
+    recall,
+    retry,
+    send,
+    transaction,
+)
 from pocketmq.broker.handlers.filter_check import handle_check_client_config
 from pocketmq.broker.handlers.reply import handle_reply
 from pocketmq.broker.handlers.transaction import RemotingCheckSource
@@ -504,6 +514,10 @@ class Broker(BrokerCore):
             RequestCode.POP_MESSAGE: pop.handle_pop,
             RequestCode.ACK_MESSAGE: pop.handle_ack,
             RequestCode.CHANGE_MESSAGE_INVISIBLETIME: pop.handle_change_invisible,
+            RequestCode.PEEK_MESSAGE: pop.handle_peek,
+            RequestCode.NOTIFICATION: pop.handle_notification,
+            RequestCode.BATCH_ACK_MESSAGE: pop.handle_batch_ack,
+            RequestCode.RECALL_MESSAGE: recall.handle_recall,
             RequestCode.POCKETMQ_MESSAGE_INFO: inspect.handle_message_info,
             RequestCode.POCKETMQ_DLQ: inspect.handle_dlq,
         }

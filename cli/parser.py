@@ -305,7 +305,7 @@ def _administration(commands: argparse._SubParsersAction) -> None:
     create.add_argument("--order", action="store_true", help="an ordered topic")
     create.add_argument(
         "--message-type",
-        choices=("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED"),
+        choices=("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED", "PRIORITY", "LITE"),
         help="the RocketMQ 5.x message.type attribute (default: none, i.e. NORMAL)",
     )
     create.set_defaults(handler=clients.topic_create)

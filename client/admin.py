@@ -78,7 +78,7 @@ _ADMIN_TIMEOUT_MS = 60_000
 _NOT_IN_DLQ = "not found in the dead-letter queue"
 
 # RocketMQ 5.x topic attribute message.type (TopicMessageType); the broker checks it too.
-MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")
+MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED", "PRIORITY", "LITE")
 _GROUP_CHARS = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _GROUP_LENGTH_MAX = 255
 

@@ -12,8 +12,6 @@ it and raise), never as a failed RPC; a request pocketmq cannot serve says so in
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import ipaddress
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -30,6 +28,7 @@ from pocketmq.broker.grpc.auth import (
     settings_resources,
 )
 from pocketmq.broker.grpc.convert import (
+    PRIORITY_PROPERTY,
     GrpcStatusError,
     accepted_types,
     consistent_hash,
@@ -49,6 +48,7 @@ from pocketmq.broker.services.acl import AccessControl, Account, Denied
 from pocketmq.broker.services.groups import validate_group_name
 from pocketmq.broker.services.pop import INVISIBLE_MS_MAX, PopError
 from pocketmq.broker.services.pull import MessageFilter
+from pocketmq.broker.services.recall import RecallOutcome, RecallService, build_recall_handle
 from pocketmq.broker.services.sql_filter import SQL92, TAG
 from pocketmq.broker.services.topics import (
     NOT_ALLOWED_SEND_TOPICS,
@@ -81,6 +81,16 @@ _SENDABLE = {
     "DELAY": {MessageType.DELAY},
     "TRANSACTION": {MessageType.TRANSACTION},
     "MIXED": {MessageType.NORMAL, MessageType.FIFO, MessageType.DELAY, MessageType.TRANSACTION},
+    "PRIORITY": {MessageType.PRIORITY},
+    "LITE": {MessageType.LITE},
+}
+
+
+# The proxy's answers for what the broker refuses; NOT_WAITING is pocketmq's (see recall.py).
+_RECALL_CODES = {
+    RecallOutcome.TOPIC_NOT_FOUND: Code.TOPIC_NOT_FOUND,
+    RecallOutcome.BAD_HANDLE: Code.BAD_REQUEST,
+    RecallOutcome.NOT_WAITING: Code.NOT_FOUND,
 }
 
 
@@ -133,23 +143,6 @@ def _peer_address(peer: str) -> str:
     # "ipv4:127.0.0.1:5000" -> "127.0.0.1:5000", "ipv6:[::1]:5000" -> "[::1]:5000"
     kind, sep, rest = peer.partition(":")
     return rest if sep and kind in ("ipv4", "ipv6") else peer
-
-
-def _recall_handle(topic: str, broker_name: str, deliver_ms: int, message_id: str) -> str:
-    # RecallMessageHandle.HandleV1: "v1 <topic> <broker> <timestamp> <message id>", base64url.
-    text = f"v1 {topic} {broker_name} {deliver_ms} {message_id}"
-    return base64.urlsafe_b64encode(text.encode()).decode()
-
-
-def _parse_recall_handle(handle: str) -> tuple[str, str, str, str]:
-    try:
-        padded = handle + "=" * (-len(handle) % 4)
-        parts = base64.urlsafe_b64decode(padded.encode()).decode().split(" ")
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        parts = []
-    if len(parts) != 5 or parts[0] != "v1":
-        raise GrpcStatusError(Code.BAD_REQUEST, f"recall handle {handle!r} is not valid")
-    return parts[1], parts[2], parts[3], parts[4]
 
 
 # The generated servicer base (a module loaded at run time, so Any to a type checker).
@@ -441,10 +434,9 @@ class MessagingService(_Servicer):
             if message.topic.name != topic_name:
                 raise GrpcStatusError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
             kind = message.system_properties.message_type
-            if kind in (MessageType.LITE, MessageType.PRIORITY):
+            if kind == MessageType.LITE:
                 raise GrpcStatusError(
-                    Code.UNSUPPORTED,
-                    f"{MessageType.Name(kind)} messages are not supported by pocketmq",
+                    Code.UNSUPPORTED, "LITE messages (lite topics) are not supported by pocketmq"
                 )
             if kind not in sendable:
                 raise GrpcStatusError(
@@ -465,8 +457,12 @@ class MessagingService(_Servicer):
         group = first.get("__SHARDINGKEY") if len(messages) == 1 else None
         entries = []
         for put in messages:
+            priority = (put.properties or {}).get(PRIORITY_PROPERTY)
             if group:
                 queue_id = consistent_hash(java_string_hash(group), config.write_queue_nums)
+            elif priority is not None:
+                # RIP-80: queue N holds priority N; a priority past the last queue is the highest.
+                queue_id = min(int(priority), config.write_queue_nums - 1)
             else:
                 queue_id = self._next_queue(topic_name, config.write_queue_nums)
             put.queue_id = queue_id
@@ -482,7 +478,7 @@ class MessagingService(_Servicer):
                     transaction_id=message_id if properties.get("TRAN_MSG") == "true" else "",
                     offset=result.queue_offset,
                     recall_handle=(
-                        _recall_handle(
+                        build_recall_handle(
                             topic_name, self.broker.config.broker_name, int(deliver), message_id
                         )
                         if deliver and deliver.isdigit() and int(deliver) > now
@@ -510,19 +506,15 @@ class MessagingService(_Servicer):
 
     async def RecallMessage(self, request: Any, context: Any) -> Any:  # noqa: N802
         def work(call: _Call) -> Any:
-            topic, broker_name, _deliver, message_id = _parse_recall_handle(request.recall_handle)
-            if topic != request.topic.name:
-                raise GrpcStatusError(Code.BAD_REQUEST, "the recall handle is for another topic")
-            if broker_name != self.broker.config.broker_name:
-                raise GrpcStatusError(
-                    Code.BAD_REQUEST, f"the recall handle is for broker {broker_name}"
-                )
-            if not self.broker.timer.recall(topic, message_id):
-                raise GrpcStatusError(
-                    Code.NOT_FOUND,
-                    f"message {message_id} is not waiting for its delivery time "
-                    "(delivered already, recalled, or unknown)",
-                )
+            service = RecallService(
+                topics=self.broker.topics,
+                timer=self.broker.timer,
+                broker_name=self.broker.config.broker_name,
+                now_ms=self.broker.now_ms,
+            )
+            outcome, message_id, reason = service.recall(request.topic.name, request.recall_handle)
+            if outcome is not RecallOutcome.RECALLED:
+                raise GrpcStatusError(_RECALL_CODES[outcome], reason)
             return pb.RecallMessageResponse(status=_ok(), message_id=message_id)
 
         return await self._unary(pb.RecallMessageResponse, context, work, request)

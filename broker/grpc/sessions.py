@@ -28,6 +28,8 @@ ClientType = definition_pb2.ClientType
 
 # The proxy's defaults (ProxyConfig, GrpcClientSettingsManager).
 LONG_POLLING_TIMEOUT_MS = 20_000  # grpcClientConsumerMaxLongPollingTimeoutMillis
+LITE_SUBSCRIPTION_QUOTA = 2000
+LITE_TOPIC_SIZE_MAX = 64
 RECEIVE_BATCH_SIZE = 32  # grpcClientConsumerLongPollingBatchSize
 PRODUCER_MAX_ATTEMPTS = 3
 PRODUCER_BACKOFF_INITIAL_MS = 10
@@ -118,6 +120,11 @@ class SessionRegistry:
             retry_max_times = group.retry_max_times if group is not None else 16
             reply.subscription.fifo = bool(getattr(group, "consume_message_orderly", False))
             reply.subscription.receive_batch_size = RECEIVE_BATCH_SIZE
+            # Lite consumers check a lite topic against these before asking the broker; left at 0
+            # every subscribe_lite failed on the client ("max length 0") instead of getting the
+            # broker's UNSUPPORTED. Generous numbers: the broker refuses every sync anyway.
+            reply.subscription.lite_subscription_quota = LITE_SUBSCRIPTION_QUOTA
+            reply.subscription.max_lite_topic_size = LITE_TOPIC_SIZE_MAX
             requested = (
                 subscription.long_polling_timeout.ToMilliseconds()
                 if subscription.HasField("long_polling_timeout")

@@ -1,25 +1,42 @@
-"""POP_MESSAGE (200050), ACK_MESSAGE (200051) and CHANGE_MESSAGE_INVISIBLETIME (200053)."""
+"""POP_MESSAGE (200050), ACK_MESSAGE (200051), PEEK_MESSAGE (200052),
+CHANGE_MESSAGE_INVISIBLETIME (200053), NOTIFICATION (200054) and BATCH_ACK_MESSAGE (200151)."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 from collections.abc import Awaitable
+
+import msgspec
 
 from pocketmq.broker.core import BrokerCore
 from pocketmq.broker.errors import BrokerError
 from pocketmq.broker.handlers.common import bad_request, error_response
 from pocketmq.broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
+from pocketmq.broker.protocol.errors import MalformedBodyError
 from pocketmq.broker.protocol.headers import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
     ChangeInvisibleTimeResponseHeader,
+    NotificationRequestHeader,
+    NotificationResponseHeader,
+    PeekMessageRequestHeader,
     PopMessageRequestHeader,
     PopMessageResponseHeader,
+    decode_json_body,
 )
 from pocketmq.broker.remoting.server import Connection
 from pocketmq.broker.services.pop import PopError, PoppedMessage
 
-__all__ = ["handle_ack", "handle_change_invisible", "handle_pop"]
+__all__ = [
+    "handle_ack",
+    "handle_batch_ack",
+    "handle_change_invisible",
+    "handle_notification",
+    "handle_peek",
+    "handle_pop",
+]
 
 
 def handle_pop(
@@ -156,3 +173,164 @@ def handle_change_invisible(
         pop_time=handle.pop_time, invisible_time=handle.invisible_ms, revive_qid=handle.revive_qid
     ).to_ext_fields()
     return request.make_response(ResponseCode.SUCCESS, ext_fields=ext)
+
+
+def handle_peek(
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
+) -> RemotingCommand:
+    """PeekMessageProcessor: the messages a POP would take next, none of them lent."""
+    try:
+        header = PeekMessageRequestHeader.from_ext_fields(request.ext_fields)
+    except MalformedHeaderError as error:
+        return bad_request(request, error, connection)
+    if broker.groups.find_or_create(header.consumer_group) is None:
+        return request.make_response(
+            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+            f"subscription group [{header.consumer_group}] does not exist",
+        )
+    max_count = max(1, min(header.max_msg_nums, broker.config.pull_batch_max))
+    try:
+        raws, rest = broker.pop.peek(
+            header.consumer_group, header.topic, header.queue_id, max_count
+        )
+    except PopError as error:
+        return error_response(request, error)
+    # PopMessageResponseHeader with only restNum meaningful (Java's unset longs are 0).
+    ext = PopMessageResponseHeader(
+        pop_time=0, invisible_time=0, revive_qid=0, rest_num=rest
+    ).to_ext_fields()
+    if not raws:
+        return request.make_response(
+            ResponseCode.PULL_NOT_FOUND, "NO_MESSAGE_IN_QUEUE", ext_fields=ext
+        )
+    return request.make_response(ResponseCode.SUCCESS, "FOUND", ext_fields=ext, body=b"".join(raws))
+
+
+def handle_notification(
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
+) -> RemotingCommand | Awaitable[RemotingCommand]:
+    """NotificationProcessor: SUCCESS with ``hasMsg``; when there is nothing, held until a
+    message arrives or ``pollTime`` runs out (then ``hasMsg`` false)."""
+    try:
+        header = NotificationRequestHeader.from_ext_fields(request.ext_fields)
+    except MalformedHeaderError as error:
+        return bad_request(request, error, connection)
+    if broker.groups.find_or_create(header.consumer_group) is None:
+        return request.make_response(
+            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+            f"subscription group [{header.consumer_group}] does not exist",
+        )
+    group, topic, queue_id, order = (
+        header.consumer_group,
+        header.topic,
+        header.queue_id,
+        bool(header.order),
+    )
+
+    def answer(has_msg: bool, polling_full: bool = False) -> RemotingCommand:
+        ext = NotificationResponseHeader(has_msg=has_msg, polling_full=polling_full).to_ext_fields()
+        return request.make_response(ResponseCode.SUCCESS, ext_fields=ext)
+
+    try:
+        found = broker.pop.has_message(group, topic, queue_id, order)
+        keys = broker.pop.queues_for(group, topic, queue_id)
+    except PopError as error:
+        return error_response(request, error)
+    if found or header.poll_time <= 0:
+        return answer(found)
+    if not broker.holds.can_hold():
+        return answer(False, polling_full=True)
+
+    async def hold() -> RemotingCommand:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + header.poll_time / 1000
+        while True:
+            try:
+                if broker.pop.has_message(group, topic, queue_id, order):
+                    return answer(True)
+            except PopError as error:
+                return error_response(request, error)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return answer(False)
+            await broker.holds.wait_any(keys, remaining)
+
+    return hold()
+
+
+class _BatchAck(msgspec.Struct, kw_only=True):
+    """One entry of BatchAckMessageRequestBody.acks: fastjson writes the short names, and reads
+    the long ones too (BatchAck's @JSONField alternateNames)."""
+
+    c: str | None = None
+    consumerGroup: str | None = None  # noqa: N815
+    t: str | None = None
+    topic: str | None = None
+    r: str | None = None
+    retry: str | None = None
+    so: int | None = None
+    startOffset: int | None = None  # noqa: N815
+    q: int | None = None
+    queueId: int | None = None  # noqa: N815
+    rq: int | None = None
+    reviveQueueId: int | None = None  # noqa: N815
+    pt: int | None = None
+    popTime: int | None = None  # noqa: N815
+    it: int | None = None
+    invisibleTime: int | None = None  # noqa: N815
+    b: str | None = None  # BitSet.toByteArray() as base64: bit i acknowledges startOffset + i
+    bitSet: str | None = None  # noqa: N815
+
+
+class _BatchAckBody(msgspec.Struct, kw_only=True):
+    brokerName: str | None = None  # noqa: N815
+    acks: list[_BatchAck] | None = None
+
+
+def _set_bits(encoded: str) -> list[int]:
+    # java.util.BitSet.toByteArray: little-endian bytes, bit i of byte k is index 8k + i.
+    data = base64.b64decode(encoded, validate=True)
+    return [8 * k + i for k, byte in enumerate(data) for i in range(8) if byte >> i & 1]
+
+
+_AckEntry = tuple[str, str, bool, int, list[int], int, int]
+
+
+def _entry(ack: _BatchAck) -> _AckEntry:
+    """(group, topic, retry, queue, offsets, pop time, invisible ms); MalformedBodyError."""
+    group = ack.c if ack.c is not None else ack.consumerGroup
+    topic = ack.t if ack.t is not None else ack.topic
+    start = ack.so if ack.so is not None else ack.startOffset
+    queue_id = ack.q if ack.q is not None else ack.queueId
+    pop_time = ack.pt if ack.pt is not None else ack.popTime
+    invisible = ack.it if ack.it is not None else ack.invisibleTime
+    bits = ack.b if ack.b is not None else ack.bitSet
+    if (
+        group is None
+        or topic is None
+        or start is None
+        or queue_id is None
+        or pop_time is None
+        or invisible is None
+    ):
+        raise MalformedBodyError("a batch ack entry misses a field", offset=None)
+    retry = (ack.r if ack.r is not None else ack.retry) == "1"
+    offsets = [start + i for i in _set_bits(bits)] if bits else []
+    return group, topic, retry, queue_id, offsets, pop_time, invisible
+
+
+def handle_batch_ack(
+    broker: BrokerCore, request: RemotingCommand, connection: Connection
+) -> RemotingCommand:
+    """AckMessageProcessor's batch path: every set bit of each entry acknowledges one offset of
+    that POP; NO_MESSAGE when the body holds no entry."""
+    try:
+        body = decode_json_body(request.body or b"{}", _BatchAckBody)
+        entries = [_entry(ack) for ack in body.acks or []]
+    except (MalformedBodyError, binascii.Error, ValueError) as error:
+        return bad_request(request, error, connection)
+    if not entries:
+        return request.make_response(ResponseCode.NO_MESSAGE, "no ack in the body")
+    for group, topic, retry, queue_id, offsets, pop_time, invisible in entries:
+        broker.pop.batch_ack(group, topic, retry, queue_id, offsets, pop_time, invisible)
+    return request.make_response(ResponseCode.SUCCESS)

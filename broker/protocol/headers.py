@@ -80,6 +80,11 @@ __all__ = [
     "AckMessageRequestHeader",
     "ChangeInvisibleTimeRequestHeader",
     "ChangeInvisibleTimeResponseHeader",
+    "PeekMessageRequestHeader",
+    "NotificationRequestHeader",
+    "NotificationResponseHeader",
+    "RecallMessageRequestHeader",
+    "RecallMessageResponseHeader",
     # bodies
     "BrokerData",
     "ClusterInfo",
@@ -734,6 +739,47 @@ class ChangeInvisibleTimeResponseHeader(RemotingHeader, frozen=True, kw_only=Tru
     revive_qid: Int
 
 
+class PeekMessageRequestHeader(RemotingHeader, frozen=True, kw_only=True):
+    """PEEK_MESSAGE (200052): read what a POP would hand out, lending nothing."""
+
+    consumer_group: str
+    topic: str
+    queue_id: Int  # -1 = every queue
+    max_msg_nums: Int
+
+
+class NotificationRequestHeader(RemotingHeader, frozen=True, kw_only=True):
+    """NOTIFICATION (200054): is there something to POP? Held up to ``poll_time`` if not."""
+
+    consumer_group: str
+    topic: str
+    queue_id: Int  # -1 = every queue
+    poll_time: Long
+    born_time: Long
+    order: bool | None = None
+    attempt_id: str | None = None
+
+
+class NotificationResponseHeader(RemotingHeader, frozen=True, kw_only=True):
+    has_msg: bool
+    polling_full: bool = False
+
+
+# -- RECALL (5.x) ----------------------------------------------------------------------------
+
+
+class RecallMessageRequestHeader(RemotingHeader, frozen=True, kw_only=True):
+    """RECALL_MESSAGE (370): cancel a delayed message by the handle its send returned."""
+
+    topic: str
+    recall_handle: str
+    producer_group: str | None = None
+
+
+class RecallMessageResponseHeader(RemotingHeader, frozen=True, kw_only=True):
+    msg_id: str
+
+
 # Request code -> header class for the requests that carry a custom header.
 REQUEST_HEADERS: Final[Mapping[int, type[RemotingHeader]]] = {
     RequestCode.SEND_MESSAGE: SendMessageRequestHeader,
@@ -762,6 +808,9 @@ REQUEST_HEADERS: Final[Mapping[int, type[RemotingHeader]]] = {
     RequestCode.POP_MESSAGE: PopMessageRequestHeader,
     RequestCode.ACK_MESSAGE: AckMessageRequestHeader,
     RequestCode.CHANGE_MESSAGE_INVISIBLETIME: ChangeInvisibleTimeRequestHeader,
+    RequestCode.PEEK_MESSAGE: PeekMessageRequestHeader,
+    RequestCode.NOTIFICATION: NotificationRequestHeader,
+    RequestCode.RECALL_MESSAGE: RecallMessageRequestHeader,
 }
 
 

@@ -36,7 +36,7 @@ from pocketmq.broker.services.groups import GroupManager
 from pocketmq.broker.services.offsets import OffsetManager
 from pocketmq.broker.services.retry import RetryService
 from pocketmq.broker.services.sql_filter import SqlExpression
-from pocketmq.broker.services.topics import TopicManager
+from pocketmq.broker.services.topics import TopicManager, topic_message_type
 from pocketmq.store.errors import CorruptRecordError, OffsetOutOfRangeError
 from pocketmq.store.message_store import MessageStore, PutMessage, PutResult, copy_of
 from pocketmq.store.record import MessageRecord, with_reconsume_times
@@ -232,6 +232,8 @@ class PopService:
         if config is None:
             raise PopError(Kind.TOPIC_NOT_FOUND, f"topic[{topic}] not exist, apply first please!")
         queues = [queue_id] if queue_id >= 0 else list(range(config.read_queue_nums))
+        if topic_message_type(config) == "PRIORITY":
+            queues.reverse()  # RIP-80: a PRIORITY topic's higher queues hold higher priorities
         if queue_id >= config.read_queue_nums:
             raise PopError(
                 Kind.ILLEGAL_QUEUE,
@@ -349,6 +351,77 @@ class PopService:
         else:
             self.positions[base] = position
         return popped
+
+    # -- peek and notification ---------------------------------------------------------------
+
+    def _position(self, group: str, topic: str, queue_id: int) -> int:
+        """Where the next POP of this queue starts (PopMessageProcessor.getPopOffset)."""
+        position = self.positions.get((group, topic, queue_id))
+        if position is None:
+            committed = self.offsets.query(group, topic, queue_id)
+            position = (
+                committed if committed is not None else self.store.min_offset(topic, queue_id)
+            )
+        return position
+
+    def peek(
+        self, group: str, topic: str, queue_id: int, max_count: int
+    ) -> tuple[list[bytes], int]:
+        """What a POP would hand out next, lending nothing (PEEK_MESSAGE): the raw records,
+        the retry topic's first, and how many messages wait past the POP positions."""
+        raws: list[bytes] = []
+        rest = 0
+        for source_topic, queue in self.queues_for(group, topic, queue_id):
+            if self.topics.get(source_topic) is None:
+                continue
+            position = self._position(group, source_topic, queue)
+            rest += max(0, self.store.max_offset(source_topic, queue) - position)
+            if len(raws) >= max_count:
+                continue
+            result = self.store.get_messages(
+                source_topic, queue, position, max_count - len(raws), group=group
+            )
+            raws.extend(bytes(view) for _, _, view in result.messages)
+        return raws, rest
+
+    def has_message(self, group: str, topic: str, queue_id: int, order: bool) -> bool:
+        """Whether a POP would find something (NOTIFICATION): a queue with messages past its POP
+        position; in order mode not one that waits for acknowledgements."""
+        for source_topic, queue in self.queues_for(group, topic, queue_id):
+            if self.topics.get(source_topic) is None:
+                continue
+            base = (group, source_topic, queue)
+            if order and any(k[:3] == base for k in self.in_flight):
+                continue
+            if self.store.max_offset(source_topic, queue) > self._position(*base):
+                return True
+        return False
+
+    def batch_ack(
+        self,
+        group: str,
+        topic: str,
+        retry: bool,
+        queue_id: int,
+        offsets: list[int],
+        pop_time: int,
+        invisible_ms: int,
+    ) -> int:
+        """Acknowledge ``offsets`` of one POP of one queue (BATCH_ACK_MESSAGE); how many were
+        still lent by that POP. As RocketMQ, the others are skipped quietly: a batch carries no
+        per-offset answer."""
+        source = (
+            pop_retry_topic(group, topic) if retry and not topic.startswith("%RETRY%") else topic
+        )
+        acked = 0
+        for offset in offsets:
+            item = self.in_flight.get((group, source, queue_id, offset))
+            if item is None or (item.pop_time, item.invisible_ms) != (pop_time, invisible_ms):
+                continue
+            self._append_ack(item)
+            self._finish(item)
+            acked += 1
+        return acked
 
     # -- ack and change -----------------------------------------------------------------------
 

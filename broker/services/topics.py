@@ -71,7 +71,10 @@ RETRY_OR_DLQ_TOPIC_LENGTH_MAX = 255
 # RocketMQ 5.x TopicAttributes.TOPIC_MESSAGE_TYPE_ATTRIBUTE: what a topic may carry, which the
 # gRPC front-end checks sends against; no attribute means NORMAL (TopicConfig.getTopicMessageType).
 MESSAGE_TYPE_ATTRIBUTE = "message.type"
-MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")
+# PRIORITY and LITE are the 5.x SDKs' newer types (MessageType 6 and 5): a PRIORITY topic's queue
+# N holds the messages of priority N (the highest queue the higher ones) and POP serves it first;
+# a LITE topic is refused at send (UNSUPPORTED), but may be created so clients get that answer.
+MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED", "PRIORITY", "LITE")
 
 # Up to this many topics the table is saved whole on each change; beyond, changes go to the
 # journal, and the table is saved whole when it holds this many entries or half the table.

@@ -25,7 +25,15 @@ from pocketmq.broker.services.topics import (
 
 
 def test_message_types_are_rocketmqs() -> None:
-    assert MESSAGE_TYPES == ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED")
+    assert MESSAGE_TYPES == (
+        "NORMAL",
+        "FIFO",
+        "DELAY",
+        "TRANSACTION",
+        "MIXED",
+        "PRIORITY",
+        "LITE",
+    )
 
 
 @pytest.mark.parametrize(

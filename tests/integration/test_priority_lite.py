@@ -1,0 +1,94 @@
+"""5.x message types PRIORITY and LITE with the official Python client (rocketmq-python-client),
+topics made by ``pocketmq topic create --message-type``. Priority messages are served highest
+first; lite topics are refused with UNSUPPORTED, the status docs/grpc.md promises."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.cluster import Cluster, Process
+from tests.integration.raw import RawClient
+from tests.integration.test_grpc_official_client import create_topic, start_grpc_broker
+
+pytest.importorskip("grpc", reason="from a pocketmq checkout: python3 -m pip install -e '.[grpc]'")
+pytest.importorskip(
+    "rocketmq", reason="from a pocketmq checkout: python3 -m pip install -e '.[grpc]'"
+)
+
+APP = Path(__file__).parent / "grpc_apps" / "priority_lite_client.py"
+
+
+def run_app(broker: Process, home: Path, scenario: str, *args: str) -> dict:
+    completed = subprocess.run(
+        [sys.executable, str(APP), broker.extra["grpc"], scenario, *args],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env={**os.environ, "HOME": str(home)},
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
+    with Cluster(tmp_path_factory.mktemp("priority-lite")) as cluster:
+        broker = start_grpc_broker(cluster)
+        create_topic(broker, "priority-topic", "PRIORITY")  # 4 queues: priorities 0, 1, 2, 3+
+        create_topic(broker, "parent-topic", "LITE")
+        yield broker
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    path = tmp_path / "home"
+    path.mkdir()
+    return path
+
+
+def test_priority_messages_are_served_highest_first(broker: Process, home: Path) -> None:
+    result = run_app(
+        broker, home, "priority", "--topic", "priority-topic", "--priorities", "1,0,3,2,9"
+    )
+    assert result["sent"] == [1, 0, 3, 2, 9]
+    # A backlog: 9 and 3 share the highest queue (in sending order), then 2, 1, 0.
+    assert [m["priority"] for m in result["received"]] == [3, 9, 2, 1, 0]
+    assert [m["body"] for m in result["received"]][:2] == ["priority-3", "priority-9"]
+
+
+def test_a_priority_topic_over_remoting_pop(broker: Process) -> None:
+    # A remoting producer picks queues itself; POP still serves the higher queues first.
+    with RawClient(broker.address) as client:
+        for queue in (0, 2, 1):
+            response = client.send_message(
+                "priority-topic", f"q{queue}".encode(), queue_id=queue, properties=""
+            )
+            assert response.code == 0
+        _, popped = client.pop("priority-topic", "remoting-priority-group")
+        assert [m.body for m, _ in popped] == [
+            b"priority-3",
+            b"priority-9",
+            b"priority-2",  # within a queue, in the order stored
+            b"q2",
+            b"priority-1",
+            b"q1",
+            b"priority-0",
+            b"q0",
+        ]
+
+
+def test_lite_topics_answer_unsupported(broker: Process, home: Path) -> None:
+    sent = run_app(broker, home, "lite-produce", "--topic", "parent-topic")
+    assert sent["error"] == "UnsupportedException" and "LITE" in sent["message"]
+    # The lite consumer reaches the broker (no "max length 0" on the client) and is told.
+    subscribed = run_app(broker, home, "lite-subscribe", "--topic", "parent-topic")
+    assert subscribed["error"] == "UnsupportedException", subscribed
+    assert "lite topics are not supported" in subscribed["message"]
