@@ -9,9 +9,10 @@ import asyncio
 import logging
 import os
 import socket
+import ssl
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
-from typing import Any, Self
+from typing import Any, Final, Self
 
 from pocketmq.broker.protocol import RemotingCommand, RequestCode
 from pocketmq.broker.protocol.headers import ClusterInfo, decode_json_body
@@ -39,6 +40,25 @@ def local_ip() -> str:
         return "127.0.0.1"
 
 
+TLS_ENV: Final = "POCKETMQ_TLS"
+TLS_CA_ENV: Final = "POCKETMQ_TLS_CA"
+
+
+def client_tls(
+    tls: bool | None = None, tls_ca: str | os.PathLike[str] | None = None
+) -> ssl.SSLContext | None:
+    """The TLS context of a client's connections, name servers' included (RocketMQ's
+    ``tls.enable``, per client), or None for plaintext. ``tls`` None: ``POCKETMQ_TLS`` says
+    (``1``/``true``), as the ``-Dtls.enable=true`` system property turns it on for every
+    RocketMQ client of a JVM; ``tls_ca`` (default ``POCKETMQ_TLS_CA``): the certificate to
+    verify the servers' against, which also turns TLS on; without one none is verified.
+    The environment is read only when neither is given."""
+    if tls is None and tls_ca is None:
+        tls = os.environ.get(TLS_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+        tls_ca = os.environ.get(TLS_CA_ENV) or None
+    return tls_context(tls_ca) if tls or tls_ca is not None else None
+
+
 class ClientCore:
     """Client id ``ip@instance_name`` (instance name default ``pid#nanotime``, as RocketMQ
     4.9+ does), the pool, the routes and the background tasks."""
@@ -55,7 +75,7 @@ class ClientCore:
         route_refresh_interval_s: float = 30.0,
         default_topic_queue_nums: int = 4,
         credentials: Credentials | tuple[str, ...] | None = None,
-        tls: bool = False,
+        tls: bool | None = None,
         tls_ca: str | os.PathLike[str] | None = None,
     ) -> None:
         self.client_ip = client_ip or local_ip()
@@ -70,9 +90,7 @@ class ClientCore:
             connect_timeout_ms=connect_timeout_ms,
             requests_inflight_max=requests_inflight_max,
             credentials=signing,
-            # tls: every connection, name servers' too (RocketMQ's tls.enable); tls_ca: the
-            # certificate to verify the servers' against, else none is verified.
-            ssl=tls_context(tls_ca) if tls or tls_ca is not None else None,
+            ssl=client_tls(tls, tls_ca),
         )
         self.routes = RouteClient(
             self.pool,

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from pocketmq.broker.protocol import RequestCode, ResponseCode
+from pocketmq.client import Message, Producer, PullConsumer
 from pocketmq.client._core import ClientCore
 from pocketmq.client.connection import Connection, make_request, tls_context
 from pocketmq.client.errors import ConnectionLostError
@@ -198,3 +199,29 @@ async def test_sdk_core_over_tls_to_name_server_and_broker(permissive: Process) 
                 assert connection._transport.get_extra_info("ssl_object") is not None  # type: ignore[union-attr]
         finally:
             await core.close()
+
+
+async def test_sdk_clients_over_tls_from_the_environment(
+    permissive: Process, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """POCKETMQ_TLS_CA (as -Dtls.enable for every RocketMQ client of a JVM): a producer and a
+    pull consumer, unchanged, talk TLS to the name server and the broker, verifying them."""
+    cert = permissive.extra["data"] / "tls" / "pocketmq-cert.pem"
+    monkeypatch.setenv("POCKETMQ_TLS_CA", str(cert))
+    namesrv = permissive.extra["namesrv"]
+    async with Producer("tls-producer", namesrv=namesrv) as producer:
+        sent = await producer.send(Message(topic="tls-topic", body=b"over TLS"))
+        assert producer._core.pool.addresses
+        for addr in producer._core.pool.addresses:
+            connection = producer._core.pool.cached(addr)
+            assert connection is not None
+            assert connection._transport.get_extra_info("ssl_object") is not None  # type: ignore[union-attr]
+    async with PullConsumer(namesrv=namesrv) as puller:
+        pulled = await puller.pull(sent.queue, sent.queue_offset, 1)
+        assert pulled.messages[0].body == b"over TLS"
+        assert puller._core.pool.ssl is not None
+    monkeypatch.setenv("POCKETMQ_TLS_CA", str(permissive.extra["data"] / "other.pem"))
+    (permissive.extra["data"] / "other.pem").write_bytes(make_certificate(["127.0.0.1"])[0])
+    with pytest.raises(ConnectionLostError):
+        async with Producer("tls-producer-2", namesrv=namesrv) as producer:
+            await producer.send(Message(topic="tls-topic", body=b"refused"))
