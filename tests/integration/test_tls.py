@@ -225,3 +225,51 @@ async def test_sdk_clients_over_tls_from_the_environment(
     with pytest.raises(ConnectionLostError):
         async with Producer("tls-producer-2", namesrv=namesrv) as producer:
             await producer.send(Message(topic="tls-topic", body=b"refused"))
+
+
+async def test_sniffing_front_routes_by_first_byte_and_knows_the_peer() -> None:
+    """The front sends a connection opening with 0x16 to the TLS listener and any other to the
+    plaintext one, both ways, and maps the loopback connection back to the client's address."""
+    import asyncio
+
+    from pocketmq.broker.grpc.tls import SniffingFront
+
+    seen: dict[str, tuple[bytes, int]] = {}
+
+    def backend(name: str) -> object:
+        async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            data = await reader.readexactly(4)
+            seen[name] = (data, writer.get_extra_info("peername")[1])
+            writer.write(name.encode() + data)
+            await writer.drain()
+            await reader.read()  # open until the client closes
+            writer.close()
+
+        return serve
+
+    tls_server = await asyncio.start_server(backend("tls"), "127.0.0.1", 0)  # type: ignore[arg-type]
+    plain_server = await asyncio.start_server(backend("plain"), "127.0.0.1", 0)  # type: ignore[arg-type]
+    front = SniffingFront(
+        tls_server.sockets[0].getsockname()[1], plain_server.sockets[0].getsockname()[1]
+    )
+    port = await front.start("127.0.0.1", 0)
+    try:
+        for first, name in ((b"\x16\x03\x01\x00", "tls"), (b"PRI ", "plain")):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(first[:1])
+            await writer.drain()
+            await asyncio.sleep(0.05)  # the rest after the side is picked
+            writer.write(first[1:])
+            answer = await reader.readexactly(len(name) + 4)
+            assert answer == name.encode() + first
+            data, loopback_port = seen[name]
+            assert data == first
+            own = writer.get_extra_info("sockname")[1]
+            assert front.peer_of(f"ipv4:127.0.0.1:{loopback_port}") == f"ipv4:127.0.0.1:{own}"
+            writer.close()
+            await writer.wait_closed()
+        assert front.counts == {"tls": 1, "plaintext": 1}
+    finally:
+        await front.close()
+        tls_server.close()
+        plain_server.close()
