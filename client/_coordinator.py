@@ -2,6 +2,9 @@
 (RocketMQ's ``RebalanceImpl``, the heartbeat and lock parts of ``MQClientInstance``, and the
 offset store's persistence).
 
+* at start, a subscription that is not by tag (SQL92) is checked with CHECK_CLIENT_CONFIG by
+  every broker (RocketMQ's ``checkClientInBroker``): a bad expression, or a broker without
+  property filters, fails ``start()`` with the broker's answer.
 * membership: HEART_BEAT with the group's subscriptions to every broker of the routes, every
   ``heartbeat_interval_s`` and at once when a subscription changes or a broker lost it;
   UNREGISTER_CLIENT on close.
@@ -46,6 +49,7 @@ from ._process_queue import ProcessQueue
 from ._push_common import FROM_WHERE, MODELS, PushOptions, Subscriptions, cancel_all, need_lock
 from .connection import Connection, check_response, make_request
 from .errors import ClientError
+from .filter import TagExpression, check_client_config_request, check_client_config_response
 from .message import RETRY_TOPIC_PREFIX, MessageQueue
 from .offset_store import OffsetStore
 from .route import TopicRoute
@@ -88,6 +92,7 @@ class Coordinator:
         core, options = self._core, self._options
         core.pool.handlers[RequestCode.NOTIFY_CONSUMER_IDS_CHANGED] = self._on_ids_changed
         await self.refresh_routes()
+        await self.check_subscriptions()
         await self.heartbeat_all()
         await self.rebalance()
         core.every(options.heartbeat_interval_s, self.heartbeat_all, name="consumer-heartbeat")
@@ -133,6 +138,20 @@ class Coordinator:
                 await self._core.routes.get(topic)
             except ClientError as e:
                 log.debug("no route for %s yet: %s", topic, e)
+
+    async def check_subscriptions(self) -> None:
+        """Ask every broker whether it takes each non-TAG subscription; raise its refusal
+        (SUBSCRIPTION_PARSE_FAILED with the parser's message, or SYSTEM_ERROR when property
+        filters are off). TAG subscriptions need no check: the client parsed them."""
+        options = self._options
+        for topic, sub in self._subscriptions.topics.items():
+            if isinstance(sub.expression, TagExpression):
+                continue
+            data = sub.expression.subscription_data(topic, sub_version=sub.sub_version)
+            for addr in sorted(self._core.routes.all_broker_addrs()):
+                request = check_client_config_request(options.client_id, options.group, data)
+                response = await self._core.invoke(addr, request)
+                check_client_config_response(response, addr, topic, sub.expression)
 
     def _heartbeat_request(self) -> RemotingCommand:
         options = self._options

@@ -10,8 +10,8 @@ queue's ``ProcessQueue`` (RocketMQ's ``PullMessageService`` and
 * back-pressure: a queue is not pulled while it caches ``max_cached_messages_per_queue``
   messages or ``max_cached_bytes_per_queue`` bytes or, consumed concurrently, spans more than
   ``max_offset_span`` offsets; orderly clustering queues only while their broker lock holds.
-* what comes back is filtered on its tags (the broker filters on hash codes) and cached;
-  messages to consume concurrently go on to the dispatcher (``on_messages``; the orderly loops
+* what comes back is filtered on its tags (the broker filters on hash codes; a SQL92
+  subscription is the broker's alone to filter) and cached; messages to consume concurrently go on to the dispatcher (``on_messages``; the orderly loops
   read their process queue themselves). FLOW_CONTROL waits 20 ms, other errors
   ``pull_delay_on_error_ms``; a subscription the broker lost calls ``on_stale_subscription``
   (heartbeat now); PULL_OFFSET_MOVED hands the queue to ``on_offset_moved``.
@@ -144,7 +144,8 @@ class Fetcher:
             commit_offset=commit if commit is not None and commit > 0 else 0,
             suspend_timeout_millis=options.pull_suspend_ms,
             sub_version=sub.sub_version,
-            expression_type="TAG",
+            # the broker filters by the subscription the heartbeat registered, of this type
+            expression_type=sub.expression.expression_type,
         )
         return make_request(RequestCode.PULL_MESSAGE, header)
 

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from enum import StrEnum
 from typing import Any, Final, Literal, Protocol
 
-from .filter import TagExpression
+from .filter import FilterExpression, TagExpression
 from .message import ReceivedMessage
 from .rebalance import AllocateStrategy
 
@@ -96,12 +96,12 @@ def need_lock(options: PushOptions) -> bool:
 
 @dataclasses.dataclass
 class Subscription:
-    expression: TagExpression
+    expression: FilterExpression
     sub_version: int
 
 
 class Subscriptions:
-    """The topics subscribed to, each with its tag expression and version, and, clustering,
+    """The topics subscribed to, each with its tag or SQL92 expression and version, and, clustering,
     the group's retry topic (RocketMQ's ``copySubscription``: redeliveries come from
     ``%RETRY%<group>``, subscribed automatically with ``*`` once any topic is)."""
 

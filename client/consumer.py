@@ -68,7 +68,7 @@ from ._push_common import (
 )
 from .connection import Credentials
 from .errors import ClientClosedError, ClientUsageError
-from .filter import TagExpression
+from .filter import FilterExpression, filter_expression
 from .message import (
     DLQ_TOPIC_PREFIX,
     RETRY_TOPIC_PREFIX,
@@ -260,14 +260,18 @@ class PushConsumer(CoreClient):
 
     # -- subscriptions -----------------------------------------------------------------------
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Consume ``topic``'s messages whose tag matches ``expression`` ("*" or "A || B")."""
+    def subscribe(
+        self, topic: str, expression: str | FilterExpression = "*", *, sql: str | None = None
+    ) -> None:
+        """Consume ``topic``'s messages whose tag matches ``expression`` ("*" or "A || B"),
+        or, with ``sql="a > 5"`` (or ``MessageSelector.by_sql("a > 5")``), whose properties
+        match that SQL92 expression; the broker checks it at ``start()``."""
         if self._closing:
             raise ClientClosedError("consumer is closed")
         validate_topic(topic)
         if topic.startswith(RETRY_TOPIC_PREFIX):
             raise ClientUsageError("retry topics are subscribed automatically")
-        sub = Subscription(TagExpression.parse(expression), int(time.time() * 1000))
+        sub = Subscription(filter_expression(expression, sql=sql), int(time.time() * 1000))
         self._subscriptions.topics[topic] = sub
         if self._started:  # tell the brokers, then take queues
             self._core.spawn(self._coordinator.resubscribe(), name="consumer-resubscribe")

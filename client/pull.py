@@ -34,7 +34,7 @@ from . import _queries
 from ._core import ClientCore, CoreClient
 from .connection import Credentials, check_response, make_request
 from .errors import ClientUsageError, CorruptMessageError, UnknownBrokerError
-from .filter import TagExpression
+from .filter import FilterExpression, filter_expression
 from .message import MessageQueue, ReceivedMessage
 
 if TYPE_CHECKING:
@@ -65,7 +65,7 @@ _STATUS_BY_CODE: dict[int, PullStatus] = {
 @dataclass(frozen=True)
 class PullResult:
     """``next_offset`` is where the next pull should start; ``max_offset`` is one past the
-    queue's last message. ``messages`` are already filtered by the tag expression."""
+    queue's last message. ``messages`` are already filtered by the expression."""
 
     status: PullStatus
     next_offset: int
@@ -81,7 +81,8 @@ async def pull_queue(
     offset: int,
     max_messages: int,
     *,
-    expression: str = "*",
+    expression: str | FilterExpression = "*",
+    expression_type: str = "TAG",
     suspend_ms: int = 0,
     timeout_ms: float | None = None,
     check_crc: bool = True,
@@ -90,12 +91,14 @@ async def pull_queue(
 
     A record that fails its BODYCRC (unless ``check_crc=False``) or does not decode raises
     ``CorruptMessageError`` with the good messages before it and the offset to read again.
+    ``expression_type="SQL92"`` reads ``expression`` as SQL92 over the message properties,
+    filtered by the broker (a bad one raises ``SubscriptionError``).
     """
     if max_messages < 1:
         raise ClientUsageError("max_messages must be >= 1")
     if offset < 0:
         raise ClientUsageError("offset must be >= 0")
-    expr = TagExpression.parse(expression)
+    expr = filter_expression(expression, expression_type)
     sys_flag = PullSysFlag.SUBSCRIPTION | (PullSysFlag.SUSPEND if suspend_ms > 0 else 0)
     header = PullMessageRequestHeader(
         consumer_group=group,
@@ -108,7 +111,7 @@ async def pull_queue(
         suspend_timeout_millis=suspend_ms,
         subscription=expr.expression,
         sub_version=int(time.time() * 1000),
-        expression_type="TAG",
+        expression_type=expr.expression_type,
     )
     addr = await core.resolve_broker(mq.broker_name, mq.topic)
     if timeout_ms is None:
@@ -173,10 +176,12 @@ class PullConsumer(CoreClient):
         offset: int,
         max_messages: int = 32,
         *,
-        expression: str = "*",
+        expression: str | FilterExpression = "*",
+        expression_type: str = "TAG",
         suspend_ms: int = 0,
     ) -> PullResult:
-        """Read up to ``max_messages`` from ``offset``; ``suspend_ms`` > 0 long-polls."""
+        """Read up to ``max_messages`` from ``offset`` matching ``expression`` (tags, or with
+        ``expression_type="SQL92"`` SQL92 over the properties); ``suspend_ms`` > 0 long-polls."""
         self._check_open()
         return await pull_queue(
             self._core,
@@ -185,6 +190,7 @@ class PullConsumer(CoreClient):
             offset,
             max_messages,
             expression=expression,
+            expression_type=expression_type,
             suspend_ms=suspend_ms,
             check_crc=self.check_crc,
         )

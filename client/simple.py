@@ -66,10 +66,17 @@ from .errors import (
     ClientUsageError,
     ConnectionLostError,
     RequestTimeoutError,
+    RouteNotFoundError,
     StaleReceiptHandleError,
     UnknownBrokerError,
 )
-from .filter import TagExpression
+from .filter import (
+    FilterExpression,
+    TagExpression,
+    check_client_config_request,
+    check_client_config_response,
+    filter_expression,
+)
 from .message import RETRY_TOPIC_PREFIX, MessageQueue, ReceivedMessage, validate_topic
 
 __all__ = ["ReceiptHandle", "SimpleConsumer"]
@@ -201,7 +208,8 @@ class SimpleConsumer(CoreClient):
     Options (keyword-only):
 
     * ``namesrv``: "host:port[;host:port]", default env ``NAMESRV_ADDR``, else 127.0.0.1:9876
-    * ``subscriptions``: ``{topic: tag expression}`` ("*" or "A || B"); or call ``subscribe``
+    * ``subscriptions``: ``{topic: tag expression}`` ("*" or "A || B", or a
+      ``MessageSelector.by_sql("a > 5")``); or call ``subscribe``
     * ``await_duration_s`` (30): how long ``receive`` long-polls when nothing is there
     * ``invisible_duration_s`` (60, RocketMQ's default): ``receive``'s default loan
     * ``fifo`` (False): ordered POP (see the module docstring)
@@ -216,7 +224,7 @@ class SimpleConsumer(CoreClient):
         group: str,
         *,
         namesrv: str | Sequence[str] | None = None,
-        subscriptions: Mapping[str, str] | None = None,
+        subscriptions: Mapping[str, str | FilterExpression] | None = None,
         await_duration_s: float | timedelta = 30.0,
         invisible_duration_s: float | timedelta = 60.0,
         fifo: bool = False,
@@ -242,7 +250,7 @@ class SimpleConsumer(CoreClient):
             credentials=credentials,
             request_timeout_ms=request_timeout_ms,
         )
-        self._subscriptions: dict[str, TagExpression] = {}
+        self._subscriptions: dict[str, FilterExpression] = {}
         self._turn = itertools.count()
         for topic, expression in (subscriptions or {}).items():
             self.subscribe(topic, expression)
@@ -251,13 +259,18 @@ class SimpleConsumer(CoreClient):
     def subscriptions(self) -> dict[str, str]:
         return {topic: expr.expression for topic, expr in self._subscriptions.items()}
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
+    def subscribe(
+        self, topic: str, expression: str | FilterExpression = "*", *, sql: str | None = None
+    ) -> None:
+        """Receive ``topic``'s messages whose tag matches ``expression`` or, with
+        ``sql="a > 5"`` (or ``MessageSelector.by_sql``), whose properties match that SQL92
+        expression (checked by the brokers at ``start()``)."""
         if self._closing:
             raise ClientClosedError("consumer is closed")
         validate_topic(topic)
         if topic.startswith(RETRY_TOPIC_PREFIX):
             raise ClientUsageError("retry topics are popped together with their topic")
-        self._subscriptions[topic] = TagExpression.parse(expression)
+        self._subscriptions[topic] = filter_expression(expression, sql=sql)
 
     def unsubscribe(self, topic: str) -> None:
         self._subscriptions.pop(topic, None)
@@ -271,7 +284,27 @@ class SimpleConsumer(CoreClient):
 
     async def _start(self) -> None:
         core = self._core
+        await self._check_subscriptions()
         core.every(core.routes.refresh_interval_s, core.routes.refresh, name="simple-routes")
+
+    async def _check_subscriptions(self) -> None:
+        """CHECK_CLIENT_CONFIG for each SQL92 subscription with the brokers of its topic, so a
+        bad expression fails ``start()`` rather than every ``receive``. A topic without a
+        route yet is skipped: its POPs will answer for it."""
+        for topic, expression in sorted(self._subscriptions.items()):
+            if isinstance(expression, TagExpression):
+                continue
+            try:
+                route = await self._core.routes.get(topic)
+            except RouteNotFoundError as e:
+                log.debug("no route for %s: SQL92 check left to the POPs (%s)", topic, e)
+                continue
+            data = expression.subscription_data(topic)
+            addrs = sorted({a for a in map(route.any_addr, route.brokers) if a})
+            for addr in addrs:
+                request = check_client_config_request(self._core.client_id, self.group, data)
+                response = await self._core.invoke(addr, request)
+                check_client_config_response(response, addr, topic, expression)
 
     # -- receive -----------------------------------------------------------------------------
 
@@ -299,7 +332,7 @@ class SimpleConsumer(CoreClient):
             poll_time=poll_ms,
             born_time=int(time.time() * 1000),
             init_mode=0,  # ConsumeInitMode.MIN: a new group starts at a queue's first message
-            exp_type="TAG",
+            exp_type=self._subscriptions[topic].expression_type,
             exp=self._subscriptions[topic].expression,
             order=self.fifo,
         )
@@ -320,6 +353,7 @@ class SimpleConsumer(CoreClient):
         if expression is None:
             return messages
         # the broker filters by tag hash code; the client checks the tag itself, as RocketMQ
+        # (a SQL92 expression is the broker's alone: filter() keeps everything)
         kept = expression.filter(messages, lambda m: m.tags)
         kept_ids = {id(m) for m in kept}
         for dropped in (m for m in messages if id(m) not in kept_ids):

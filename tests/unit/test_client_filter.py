@@ -1,13 +1,24 @@
-"""Tag expressions, Java String.hashCode and the sharding-key queue choice."""
+"""Tag and SQL92 expressions, Java String.hashCode and the sharding-key queue choice."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pocketmq.client.errors import ClientUsageError
-from pocketmq.client.filter import TagExpression, java_string_hash, queue_index_for_key
+from pocketmq.broker.protocol import RemotingCommand, RequestCode, ResponseCode
+from pocketmq.client.errors import BrokerSystemError, ClientUsageError, SubscriptionError
+from pocketmq.client.filter import (
+    MessageSelector,
+    SqlExpression,
+    TagExpression,
+    check_client_config_request,
+    check_client_config_response,
+    filter_expression,
+    java_string_hash,
+    queue_index_for_key,
+)
 
 
 def _reference_hash(text: str) -> int:
@@ -90,3 +101,63 @@ def test_sharding_key_in_range_and_stable(key: str, n: int) -> None:
     h = java_string_hash(key)
     java_remainder = abs(h) % n * (-1 if h < 0 else 1)
     assert index == abs(java_remainder)
+
+
+def test_sql_expression_is_the_brokers_to_filter() -> None:
+    expr = MessageSelector.by_sql("  a > 5 AND TAGS = 'x' ")
+    assert expr == SqlExpression("a > 5 AND TAGS = 'x'")
+    assert not expr.matches_all and expr.expression_type == "SQL92"
+    # the broker already evaluated it: nothing is re-checked against the tags
+    assert expr.filter(["y", None, "x"], lambda tag: tag) == ["y", None, "x"]
+    data = expr.subscription_data("T", sub_version=9)
+    assert (data.sub_string, data.tags_set, data.code_set, data.sub_version) == (
+        "a > 5 AND TAGS = 'x'",
+        [],
+        [],
+        9,
+    )
+    assert data.expression_type == "SQL92"
+
+
+@pytest.mark.parametrize("expression", [None, "", "   "])
+def test_empty_sql_is_rejected(expression: str | None) -> None:
+    with pytest.raises(ClientUsageError, match="SQL92"):
+        SqlExpression.parse(expression)
+
+
+def test_filter_expression_reads_subscribe_and_pull_arguments() -> None:
+    assert filter_expression("A || B") == TagExpression.parse("A || B")
+    assert filter_expression("a > 1", "sql92") == SqlExpression("a > 1")
+    assert filter_expression("A", "") == TagExpression.parse("A")  # empty type: TAG
+    assert filter_expression(sql="a > 1") == SqlExpression("a > 1")
+    assert filter_expression(" * ", sql="a > 1") == SqlExpression("a > 1")
+    given = MessageSelector.by_sql("b = 2")
+    assert filter_expression(given) is given
+    assert MessageSelector.by_tag() == TagExpression.parse("*")
+    with pytest.raises(ClientUsageError, match="not both"):
+        filter_expression("A", sql="a > 1")
+    with pytest.raises(ClientUsageError, match="not both"):
+        filter_expression(given, sql="a > 1")
+    with pytest.raises(ClientUsageError, match="TAG or SQL92"):
+        filter_expression("a > 1", "CLASS")
+
+
+def test_check_client_config_carries_the_subscription() -> None:
+    data = SqlExpression("a > 5").subscription_data("T", sub_version=3)
+    request = check_client_config_request("127.0.0.1@x", "G", data)
+    assert request.code == RequestCode.CHECK_CLIENT_CONFIG
+    body = msgspec.json.decode(request.body or b"")
+    assert (body["clientId"], body["group"]) == ("127.0.0.1@x", "G")
+    sub = body["subscriptionData"]
+    assert (sub["topic"], sub["subString"], sub["expressionType"]) == ("T", "a > 5", "SQL92")
+
+
+def test_check_client_config_refusal_names_topic_and_expression() -> None:
+    expr = SqlExpression("a >")
+    check_client_config_response(RemotingCommand(code=ResponseCode.SUCCESS), "b:1", "T", expr)
+    refused = RemotingCommand(code=ResponseCode.SUBSCRIPTION_PARSE_FAILED, remark="at column 4")
+    with pytest.raises(SubscriptionError, match=r"b:1 .* SQL92 subscription of T \('a >'\)"):
+        check_client_config_response(refused, "b:1", "T", expr)
+    off = RemotingCommand(code=ResponseCode.SYSTEM_ERROR, remark="not supported")
+    with pytest.raises(BrokerSystemError, match="not supported"):
+        check_client_config_response(off, "b:1", "T", expr)
