@@ -96,6 +96,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
             ("fifo-test-topic", "FIFO"),
             ("transaction-topic", "TRANSACTION"),
             ("push-topic", "NORMAL"),
+            ("sql-topic", "NORMAL"),
             ("retry-topic", "NORMAL"),
             ("interop-topic", "MIXED"),
         ):
@@ -196,6 +197,48 @@ def test_push_consumer_receives_everything(broker: Process, home: Path) -> None:
         broker, home, "push", "--topic", "push-topic", "--group", "g-push", "--count", "10"
     )["received"]
     assert sorted(m["message_id"] for m in received) == sorted(s["message_id"] for s in sent)
+
+
+def test_sql92_filter_expressions_of_simple_and_push_consumers(broker: Process, home: Path) -> None:
+    """FilterExpression(..., FilterType.SQL): the broker hands over exactly the messages whose
+    properties match. Each run asks for one more than match and waits out its timeout, so a
+    message let through wrongly would show up."""
+    sent = run_app(broker, home, "normal", "--topic", "sql-topic", "--count", "10")["sent"]
+    assert len(sent) == 10
+    popped = run_app(
+        broker,
+        home,
+        "simple",
+        "--topic",
+        "sql-topic",
+        "--group",
+        "g-sql-simple",
+        "--sql",
+        "index >= 6",
+        "--count",
+        "5",
+        "--timeout",
+        "6",
+        "--await-duration",
+        "2",
+    )["received"]
+    assert sorted(m["body"] for m in popped) == [f"message-{i}" for i in (6, 7, 8, 9)]
+    pushed = run_app(
+        broker,
+        home,
+        "push",
+        "--topic",
+        "sql-topic",
+        "--group",
+        "g-sql-push",
+        "--sql",
+        "TAGS = 'TagA' AND index IN ('1', '3', '4')",
+        "--count",
+        "4",
+        "--timeout",
+        "6",
+    )["received"]
+    assert sorted(m["body"] for m in pushed) == [f"message-{i}" for i in (1, 3, 4)]
 
 
 def test_push_consumer_failure_is_retried_on_the_5x_backoff(broker: Process, home: Path) -> None:

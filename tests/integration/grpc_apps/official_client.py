@@ -30,6 +30,7 @@ from rocketmq import (
     TransactionChecker,
     TransactionResolution,
 )
+from rocketmq.grpc_protocol import FilterType
 
 
 def configuration(args: argparse.Namespace) -> ClientConfiguration:
@@ -47,6 +48,13 @@ def make_message(args: argparse.Namespace, i: int) -> Message:
     message.keys = f"key-{i}"
     message.add_property("index", str(i))
     return message
+
+
+def filter_expression(args: argparse.Namespace) -> FilterExpression:
+    """``--sql`` subscribes by SQL92 over the properties, else ``--expression`` by tag."""
+    if args.sql:
+        return FilterExpression(args.sql, FilterType.SQL)
+    return FilterExpression(args.expression)
 
 
 def sent_entry(message: Message, receipt) -> dict:  # noqa: ANN001
@@ -146,7 +154,7 @@ def simple_consume(args: argparse.Namespace) -> dict:
     consumer = SimpleConsumer(
         configuration(args),
         args.group,
-        {args.topic: FilterExpression(args.expression)},
+        {args.topic: filter_expression(args)},
         await_duration=args.await_duration,
     )
     consumer.startup()
@@ -182,7 +190,7 @@ class Listener(MessageListener):
 def push_consume(args: argparse.Namespace) -> dict:
     listener = Listener(args.fail_first)
     consumer = PushConsumer(
-        configuration(args), args.group, listener, {args.topic: FilterExpression(args.expression)}
+        configuration(args), args.group, listener, {args.topic: filter_expression(args)}
     )
     consumer.startup()
     deadline = time.time() + args.timeout
@@ -211,6 +219,7 @@ def main() -> int:
     parser.add_argument("--tag", default="TagA")
     parser.add_argument("--body-prefix", default="message")
     parser.add_argument("--expression", default="*")
+    parser.add_argument("--sql", default="", help="consumers: a SQL92 filter instead of tags")
     parser.add_argument("--delay", type=int, default=3, help="delay scenario: seconds")
     parser.add_argument("--outcome", choices=("commit", "rollback", "check"), default="commit")
     parser.add_argument("--check-answer", choices=("commit", "rollback"), default="commit")
