@@ -336,7 +336,7 @@ def format_loss(case: Case, folder: Path, written: list[Written], rng: random.Ra
 def checkpoint_damage(case: Case, folder: Path, written: list[Written], rng: random.Random) -> None:
     path = folder / "checkpoint"
     data = bytearray(path.read_bytes())
-    at = rng.randrange(len(data))
+    at = rng.randrange(72)  # the bytes in use (RocketMQ's five longs and pocketmq's copies)
     data[at] ^= 1 << rng.randrange(8)
     path.write_bytes(data)
     case.detail = f"checkpoint byte {at} flipped"

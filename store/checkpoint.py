@@ -19,6 +19,12 @@ off for the data written with it:
         44     8  recordCrcFrom         -1: none
         52     8  recordCrcUntil        -1: still open
         60     4  crc32 of bytes 40-59  masked with 0x7FFFFFFF; a copy that fails it is ignored
+
+and a seal over RocketMQ's five longs, so that a damaged checkpoint is not believed (it says
+where recovery may start, and what needs no rescan):
+
+        64     4  "PMQC"                marks the seal
+        68     4  crc32 of bytes 0-39   masked with 0x7FFFFFFF; ``damaged`` when it fails
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ CHECKPOINT_SIZE = 4096
 _LAYOUT = struct.Struct(">qqqqq")
 _CRC_RANGE = struct.Struct(">4sqq")
 _CRC_RANGE_MAGIC = b"PMQ1"
+_SEAL_AT = 64
+_SEAL_MAGIC = b"PMQC"
 _U32 = struct.Struct(">I")
 
 
@@ -48,6 +56,8 @@ class Checkpoint:
     confirm_phy_offset: int = 0
     # The record-CRC range of storeFormat.json (a copy); None: no copy in the file.
     record_crc_range: tuple[int | None, int | None] | None = None
+    # Read back: the five longs fail their seal (a file written by RocketMQ has none).
+    damaged: bool = False
 
     @property
     def min_timestamp(self) -> int:
@@ -68,6 +78,8 @@ class Checkpoint:
                 _CRC_RANGE_MAGIC, -1 if low is None else low, -1 if high is None else high
             )
             packed += copy + _U32.pack(crc32(copy) & 0x7FFFFFFF)
+        packed += bytes(_SEAL_AT - len(packed))
+        packed += _SEAL_MAGIC + _U32.pack(crc32(packed[: _LAYOUT.size]) & 0x7FFFFFFF)
         return packed + bytes(CHECKPOINT_SIZE - len(packed))
 
     @classmethod
@@ -85,6 +97,11 @@ class Checkpoint:
                 and _U32.unpack_from(data, end)[0] == crc32(copy) & 0x7FFFFFFF
             ):
                 checkpoint.record_crc_range = (None if low < 0 else low, None if high < 0 else high)
+        seal = data[_SEAL_AT : _SEAL_AT + 8]
+        if len(seal) == 8 and seal[:4] == _SEAL_MAGIC:
+            checkpoint.damaged = (
+                _U32.unpack_from(seal, 4)[0] != crc32(data[: _LAYOUT.size]) & 0x7FFFFFFF
+            )
         return checkpoint
 
     @classmethod

@@ -424,6 +424,14 @@ class MessageStore:
             broken_queues.setdefault((topic, queue_id), "its rebuild was interrupted")
         index_broken = self._load_index(report)
         checkpoint = Checkpoint.load(self.backend) or Checkpoint()
+        if checkpoint.damaged:
+            # It says where the scan may start: a damaged one is not believed (as if absent,
+            # every segment is scanned), but its record-CRC copy has its own check.
+            report.checkpoint_damaged = True
+            log.warning(
+                "store %s: the checkpoint is damaged; scanning every segment", self.backend.root
+            )
+            checkpoint = Checkpoint(record_crc_range=checkpoint.record_crc_range)
         self.last_store_timestamp = checkpoint.physic_msg_timestamp
         self.store_format, format_source = StoreFormat.load_with_source(self.backend)
         starts = self.commitlog.segment_starts()

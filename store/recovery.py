@@ -90,6 +90,7 @@ class RecoveryReport:
     queues_rebuilt: list[str] = field(default_factory=list)  # "topic/queue: why"
     missing_segments: list[str] = field(default_factory=list)  # commitlog files found missing
     store_format_rederived: str | None = None  # where the record-CRC range came from instead
+    checkpoint_damaged: bool = False  # its seal failed: not believed, every segment scanned
     seconds: float = 0.0
 
     @property
@@ -101,6 +102,7 @@ class RecoveryReport:
             or self.queues_rebuilt
             or self.missing_segments
             or self.store_format_rederived
+            or self.checkpoint_damaged
         )
 
     def summary(self) -> str:
@@ -111,6 +113,8 @@ class RecoveryReport:
             f"{self.seconds * 1000:.1f} ms, end offset {self.end_offset}, "
             f"{self.redispatched} re-dispatched"
         )
+        if self.checkpoint_damaged:
+            text += "; CHECKPOINT DAMAGED (its seal fails): not believed, every segment scanned"
         if self.torn_tail:
             t = self.torn_tail
             text += f"; torn tail cut in {t.file}: valid size {t.valid_size}, {t.bytes_lost} bytes lost ({t.reason})"

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pocketmq.store import paths
+from pocketmq.store.checkpoint import Checkpoint
 from pocketmq.store.config import StoreConfig
 from pocketmq.store.consume_queue import ENTRY, ENTRY_SIZE
 from pocketmq.store.errors import StoreFullError
@@ -408,3 +409,32 @@ def test_a_missing_first_segment_is_reported(
         assert store.commitlog.min_offset == 64 * 1024
     said = " ".join(r.getMessage() for r in caplog.records)
     assert "the clean stop left it starting at 0" in said and "00000000000000000000" in said
+
+
+@pytest.mark.parametrize("byte", [3, 17, 36])  # a timestamp, another, confirmPhyOffset
+def test_a_damaged_checkpoint_is_not_believed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, byte: int
+) -> None:
+    with MessageStore.open(tmp_path, config=SMALL) as store:
+        for i in range(300):
+            put(store, "SmallT", i, size=400)
+    path = tmp_path / paths.CHECKPOINT
+    data = bytearray(path.read_bytes())
+    data[byte] ^= 0x04
+    path.write_bytes(data)
+    caplog.set_level(logging.WARNING, "pocketmq.store")
+    with MessageStore.open(tmp_path, config=SMALL) as store:
+        report = store.recovery_report
+        assert report.checkpoint_damaged and report.needs_attention
+        assert report.scanned_from == 0  # every segment, not where the checkpoint pointed
+        assert drain(store, "SmallT") == expected("SmallT", 300, 400)
+    assert any("checkpoint is damaged" in r.getMessage() for r in caplog.records)
+    with MessageStore.open(tmp_path, config=SMALL) as store:  # the clean stop sealed it again
+        assert not store.recovery_report.checkpoint_damaged
+
+
+def test_a_checkpoint_without_a_seal_is_read_as_before() -> None:
+    sealed = Checkpoint(1, 2, 3, 4, 5).encode()
+    unsealed = sealed[:64] + bytes(len(sealed) - 64)  # RocketMQ's, or pocketmq's before the seal
+    assert Checkpoint.decode(unsealed) == Checkpoint(1, 2, 3, 4, 5)
+    assert Checkpoint.decode(sealed) == Checkpoint(1, 2, 3, 4, 5)
