@@ -8,8 +8,6 @@ import base64
 import binascii
 from collections.abc import Awaitable
 
-import msgspec
-
 from pocketmq.broker.core import BrokerCore
 from pocketmq.broker.errors import BrokerError
 from pocketmq.broker.handlers.common import bad_request, error_response
@@ -17,6 +15,8 @@ from pocketmq.broker.protocol import MalformedHeaderError, RemotingCommand, Resp
 from pocketmq.broker.protocol.errors import MalformedBodyError
 from pocketmq.broker.protocol.headers import (
     AckMessageRequestHeader,
+    BatchAck,
+    BatchAckMessageRequestBody,
     ChangeInvisibleTimeRequestHeader,
     ChangeInvisibleTimeResponseHeader,
     NotificationRequestHeader,
@@ -258,35 +258,6 @@ def handle_notification(
     return hold()
 
 
-class _BatchAck(msgspec.Struct, kw_only=True):
-    """One entry of BatchAckMessageRequestBody.acks: fastjson writes the short names, and reads
-    the long ones too (BatchAck's @JSONField alternateNames)."""
-
-    c: str | None = None
-    consumerGroup: str | None = None  # noqa: N815
-    t: str | None = None
-    topic: str | None = None
-    r: str | None = None
-    retry: str | None = None
-    so: int | None = None
-    startOffset: int | None = None  # noqa: N815
-    q: int | None = None
-    queueId: int | None = None  # noqa: N815
-    rq: int | None = None
-    reviveQueueId: int | None = None  # noqa: N815
-    pt: int | None = None
-    popTime: int | None = None  # noqa: N815
-    it: int | None = None
-    invisibleTime: int | None = None  # noqa: N815
-    b: str | None = None  # BitSet.toByteArray() as base64: bit i acknowledges startOffset + i
-    bitSet: str | None = None  # noqa: N815
-
-
-class _BatchAckBody(msgspec.Struct, kw_only=True):
-    brokerName: str | None = None  # noqa: N815
-    acks: list[_BatchAck] | None = None
-
-
 def _set_bits(encoded: str) -> list[int]:
     # java.util.BitSet.toByteArray: little-endian bytes, bit i of byte k is index 8k + i.
     data = base64.b64decode(encoded, validate=True)
@@ -296,7 +267,7 @@ def _set_bits(encoded: str) -> list[int]:
 _AckEntry = tuple[str, str, bool, int, list[int], int, int]
 
 
-def _entry(ack: _BatchAck) -> _AckEntry:
+def _entry(ack: BatchAck) -> _AckEntry:
     """(group, topic, retry, queue, offsets, pop time, invisible ms); MalformedBodyError."""
     group = ack.c if ack.c is not None else ack.consumerGroup
     topic = ack.t if ack.t is not None else ack.topic
@@ -325,7 +296,7 @@ def handle_batch_ack(
     """AckMessageProcessor's batch path: every set bit of each entry acknowledges one offset of
     that POP; NO_MESSAGE when the body holds no entry."""
     try:
-        body = decode_json_body(request.body or b"{}", _BatchAckBody)
+        body = decode_json_body(request.body or b"{}", BatchAckMessageRequestBody)
         entries = [_entry(ack) for ack in body.acks or []]
     except (MalformedBodyError, binascii.Error, ValueError) as error:
         return bad_request(request, error, connection)

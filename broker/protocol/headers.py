@@ -31,6 +31,8 @@ from .codes import RequestCode
 from .errors import MalformedBodyError, MalformedHeaderError
 
 __all__ = [
+    "BatchAck",
+    "BatchAckMessageRequestBody",
     # header machinery
     "Int",
     "Long",
@@ -1019,3 +1021,34 @@ class RegisterBrokerBody(msgspec.Struct, frozen=True, kw_only=True, rename="came
 
     topic_config_serialize_wrapper: TopicConfigSerializeWrapper = TopicConfigSerializeWrapper()
     filter_server_list: list[str] = []
+
+
+class BatchAck(msgspec.Struct, kw_only=True):
+    """One entry of BatchAckMessageRequestBody.acks: fastjson writes the short names, and reads
+    the long ones too (BatchAck's @JSONField alternateNames)."""
+
+    c: str | None = None
+    consumerGroup: str | None = None  # noqa: N815
+    t: str | None = None
+    topic: str | None = None
+    r: str | None = None
+    retry: str | None = None
+    so: int | None = None
+    startOffset: int | None = None  # noqa: N815
+    q: int | None = None
+    queueId: int | None = None  # noqa: N815
+    rq: int | None = None
+    reviveQueueId: int | None = None  # noqa: N815
+    pt: int | None = None
+    popTime: int | None = None  # noqa: N815
+    it: int | None = None
+    invisibleTime: int | None = None  # noqa: N815
+    b: str | None = None  # BitSet.toByteArray() as base64: bit i acknowledges startOffset + i
+    bitSet: str | None = None  # noqa: N815
+
+
+class BatchAckMessageRequestBody(msgspec.Struct, kw_only=True):
+    """BATCH_ACK_MESSAGE (200151)'s body."""
+
+    brokerName: str | None = None  # noqa: N815
+    acks: list[BatchAck] | None = None

@@ -39,6 +39,7 @@ import msgspec
 from pocketmq.broker.protocol import RemotingCommand, RequestCode
 from pocketmq.broker.protocol.codes import MQVersion
 from pocketmq.broker.protocol.headers import (
+    BatchAckMessageRequestBody,
     HeartbeatData,
     LockBatchRequestBody,
     UnlockBatchRequestBody,
@@ -344,11 +345,13 @@ def remoting_resources(request: RemotingCommand) -> list[Resource]:
     fields = request.ext_fields or {}
     code = request.code
     found: list[Resource | None] = []
-    if code == RequestCode.SEND_MESSAGE or code in (
+    if code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_REPLY_MESSAGE) or code in (
         RequestCode.SEND_MESSAGE_V2,
         RequestCode.SEND_BATCH_MESSAGE,
+        RequestCode.SEND_REPLY_MESSAGE_V2,
     ):
-        topic = fields.get("topic") if code == RequestCode.SEND_MESSAGE else fields.get("b")
+        v1 = code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_REPLY_MESSAGE)
+        topic = fields.get("topic") if v1 else fields.get("b")
         # a send to a retry topic is a consumer's redelivery: SUB on its group
         perm = SUB if (topic or "").startswith(RETRY_PREFIX) else PUB
         found.append(topic_resource(topic, perm))
@@ -364,9 +367,21 @@ def remoting_resources(request: RemotingCommand) -> list[Resource]:
         RequestCode.POP_MESSAGE,
         RequestCode.ACK_MESSAGE,
         RequestCode.CHANGE_MESSAGE_INVISIBLETIME,
+        RequestCode.PEEK_MESSAGE,
+        RequestCode.NOTIFICATION,
     ):
         found.append(topic_resource(fields.get("topic"), SUB))
         found.append(group_resource(fields.get("consumerGroup"), SUB))
+    elif code == RequestCode.BATCH_ACK_MESSAGE:
+        try:
+            batch = decode_json_body(request.body or b"{}", BatchAckMessageRequestBody)
+        except Exception as error:
+            raise ValueError(f"batch ack body unreadable: {error}") from None
+        for ack in batch.acks or ():
+            topic = ack.t if ack.t is not None else ack.topic
+            group = ack.c if ack.c is not None else ack.consumerGroup
+            found.append(topic_resource(topic, SUB))
+            found.append(group_resource(group, SUB))
     elif code == RequestCode.QUERY_MESSAGE:
         found.append(topic_resource(fields.get("topic"), SUB))
     elif code in (RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP):

@@ -272,6 +272,40 @@ def test_remoting_resources_follow_rocketmq() -> None:
     assert remoting_resources(request(320, {"b": "T"})) == [Resource("topic", "T", PUB)]
 
 
+@pytest.mark.parametrize(
+    ("code", "fields"),
+    [
+        (RequestCode.SEND_REPLY_MESSAGE, {"topic": "T"}),
+        (RequestCode.SEND_REPLY_MESSAGE_V2, {"b": "T"}),
+    ],
+)
+def test_a_reply_needs_pub_on_its_topic(code: int, fields: dict[str, str]) -> None:
+    assert remoting_resources(request(code, fields)) == [Resource("topic", "T", PUB)]
+
+
+@pytest.mark.parametrize("code", [RequestCode.PEEK_MESSAGE, RequestCode.NOTIFICATION])
+def test_peek_and_notification_need_sub_on_topic_and_group(code: int) -> None:
+    resources = remoting_resources(request(code, {"topic": "T", "consumerGroup": "G"}))
+    assert resources == [Resource("topic", "T", SUB), Resource("group", "G", SUB)]
+
+
+def test_a_batch_ack_needs_sub_on_every_topic_and_group_in_its_body() -> None:
+    body = (
+        b'{"acks":[{"c":"G1","t":"T1","so":0,"q":0,"pt":1,"it":1,"b":"AQ=="},'
+        b'{"consumerGroup":"G2","topic":"T2","startOffset":0,"queueId":0,"popTime":1,'
+        b'"invisibleTime":1}]}'
+    )
+    resources = remoting_resources(request(RequestCode.BATCH_ACK_MESSAGE, {}, body))
+    assert resources == [
+        Resource("topic", "T1", SUB),
+        Resource("group", "G1", SUB),
+        Resource("topic", "T2", SUB),
+        Resource("group", "G2", SUB),
+    ]
+    with pytest.raises(ValueError, match="batch ack body unreadable"):
+        remoting_resources(request(RequestCode.BATCH_ACK_MESSAGE, {}, b"{"))
+
+
 def test_queue_locks_need_sub_on_their_group(acl: AccessControl) -> None:
     def lock(group: str) -> bytes:
         return encode_json_body(LockBatchRequestBody(consumer_group=group, client_id="c"))
