@@ -273,3 +273,47 @@ async def test_sniffing_front_routes_by_first_byte_and_knows_the_peer() -> None:
         await front.close()
         tls_server.close()
         plain_server.close()
+
+
+async def test_remoting_listener_serves_both_and_drops_the_silent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sniffing_server``: plaintext and TLS clients on one port; a connection that sends
+    nothing is closed at the first-byte deadline; a broken handshake leaves the port serving."""
+    import asyncio
+
+    from pocketmq.broker.remoting import tls as remoting_tls
+
+    monkeypatch.setattr(remoting_tls, "FIRST_BYTE_TIMEOUT_S", 0.2)
+    cert, key = remoting_tls.ensure_certificate(tmp_path, ["127.0.0.1"])
+
+    class Echo(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.transport = transport
+            self.tls = transport.get_extra_info("ssl_object") is not None
+
+        def data_received(self, data: bytes) -> None:
+            self.transport.write((b"tls:" if self.tls else b"plain:") + data)  # type: ignore[attr-defined]
+
+    server = await remoting_tls.sniffing_server(
+        Echo, "127.0.0.1", 0, remoting_tls.server_context(cert, key)
+    )
+    port = server.sockets[0].getsockname()[1]
+    try:
+        # a broken handshake first: 0x16, then garbage
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"\x16\x03\x01\x00\x05hello")
+        assert await reader.read() == b""  # closed by the server
+        writer.close()
+        for context, expected in ((None, b"plain:ping"), (tls_context(cert), b"tls:ping")):
+            reader, writer = await asyncio.open_connection(
+                "127.0.0.1", port, ssl=context, server_hostname="127.0.0.1" if context else None
+            )
+            writer.write(b"ping")
+            assert await reader.readexactly(len(expected)) == expected
+            writer.close()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        assert await reader.read() == b""  # silent: closed at the deadline
+        writer.close()
+    finally:
+        server.close()
