@@ -38,6 +38,7 @@ from .errors import (
     RouteNotFoundError,
     StaleReceiptHandleError,
 )
+from .filter import MessageSelector
 from .message import Message, MessageQueue, MessageView, ReceivedMessage, SendResult, SendStatus
 from .producer import Producer
 from .pull import PullConsumer, PullResult, PullStatus
@@ -57,12 +58,13 @@ __all__ = [
     "ClientUsageError",
     "ClockState",
     "ConnectionLostError",
+    "ConsumeResult",
     "CorruptMessageError",
     "Credentials",
-    "ConsumeResult",
     "IllegalOperationError",
     "Message",
     "MessageQueue",
+    "MessageSelector",
     "MessageTooLargeError",
     "MessageView",
     "Producer",
