@@ -4,6 +4,7 @@ the remoting port with TLS beside plaintext (4.x clients' tls.enable)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import ssl
@@ -238,12 +239,14 @@ async def test_sniffing_front_routes_by_first_byte_and_knows_the_peer() -> None:
 
     def backend(name: str) -> object:
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            data = await reader.readexactly(4)
-            seen[name] = (data, writer.get_extra_info("peername")[1])
-            writer.write(name.encode() + data)
-            await writer.drain()
-            await reader.read()  # open until the client closes
-            writer.close()
+            try:
+                data = await reader.readexactly(4)
+                seen[name] = (data, writer.get_extra_info("peername")[1])
+                writer.write(name.encode() + data)
+                await writer.drain()
+                await reader.read()  # open until the client closes
+            finally:
+                writer.close()
 
         return serve
 
@@ -271,8 +274,9 @@ async def test_sniffing_front_routes_by_first_byte_and_knows_the_peer() -> None:
         assert front.counts == {"tls": 1, "plaintext": 1}
     finally:
         await front.close()
-        tls_server.close()
-        plain_server.close()
+        for backend_server in (tls_server, plain_server):
+            backend_server.close()
+            await backend_server.wait_closed()
 
 
 async def test_remoting_listener_serves_both_and_drops_the_silent(
@@ -287,8 +291,11 @@ async def test_remoting_listener_serves_both_and_drops_the_silent(
     monkeypatch.setattr(remoting_tls, "FIRST_BYTE_TIMEOUT_S", 0.2)
     cert, key = remoting_tls.ensure_certificate(tmp_path, ["127.0.0.1"])
 
+    served: list[asyncio.BaseTransport] = []
+
     class Echo(asyncio.Protocol):
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            served.append(transport)
             self.transport = transport
             self.tls = transport.get_extra_info("ssl_object") is not None
 
@@ -304,16 +311,28 @@ async def test_remoting_listener_serves_both_and_drops_the_silent(
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"\x16\x03\x01\x00\x05hello")
         assert await reader.read() == b""  # closed by the server
-        writer.close()
+        await closed(writer)
         for context, expected in ((None, b"plain:ping"), (tls_context(cert), b"tls:ping")):
             reader, writer = await asyncio.open_connection(
                 "127.0.0.1", port, ssl=context, server_hostname="127.0.0.1" if context else None
             )
             writer.write(b"ping")
             assert await reader.readexactly(len(expected)) == expected
-            writer.close()
+            await closed(writer)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         assert await reader.read() == b""  # silent: closed at the deadline
-        writer.close()
+        await closed(writer)
     finally:
         server.close()
+        for transport in served:
+            transport.close()
+        await asyncio.sleep(0)  # the transports' close callbacks
+
+
+async def closed(writer: object) -> None:
+    import asyncio
+
+    assert isinstance(writer, asyncio.StreamWriter)
+    writer.close()
+    with contextlib.suppress(ConnectionError, ssl.SSLError):
+        await writer.wait_closed()
