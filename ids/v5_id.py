@@ -126,12 +126,39 @@ def decode_v5_id(text: str) -> V5MessageId:
 _live_generators: weakref.WeakSet[V5IdGenerator] = weakref.WeakSet()
 
 
+class _Sequence:
+    """The sequence and last second behind IDs with one prefix (MAC and pid)."""
+
+    __slots__ = ("last_s", "lock", "seq")
+
+    def __init__(self, first: int = 0) -> None:
+        self.lock = threading.Lock()
+        self.seq = first
+        self.last_s = -(1 << 62)
+
+
+# Generators with the same prefix draw from one sequence, as the 5.x clients' one per process:
+# two producers in one process would otherwise hand out the same IDs in the same second.
+_shared: dict[str, _Sequence] = {}
+_shared_lock = threading.Lock()
+
+
+def _shared_sequence(prefix: str) -> _Sequence:
+    with _shared_lock:
+        sequence = _shared.get(prefix)
+        if sequence is None:
+            sequence = _shared[prefix] = _Sequence()
+        return sequence
+
+
 class V5IdGenerator:
     """Thread-safe 5.x ID generator that never repeats an ID of its own.
 
     mac: default uuid.getnode(). pid: default os.getpid(). now_ms: time source in epoch ms.
     first_sequence: where the sequence starts (the clients start at 0; tests use it to reach
-    the wrap-around quickly).
+    the wrap-around quickly). With the default 0, every generator of the process with the same
+    MAC and pid shares one sequence, so no two of them give the same ID; another value gives
+    this generator a sequence of its own.
     """
 
     def __init__(
@@ -149,41 +176,50 @@ class V5IdGenerator:
         self._mac_hex = pack_mac(uuid.getnode() if mac is None else mac).hex().upper()
         self._pid_pinned = pid is not None
         self._now_ms = now_ms
-        self._lock = threading.Lock()
-        self._seq = first_sequence
-        self._last_s = -(1 << 62)
+        self._private = first_sequence != 0
+        self._state = _Sequence(first_sequence)
         self._set_pid(os.getpid() if pid is None else pid)
         _live_generators.add(self)
 
     def _set_pid(self, pid: int) -> None:
         self._prefix = f"01{self._mac_hex}{pid & _U16:04X}"
         self._head: tuple[int | None, str] = (None, "")  # seconds, prefix + seconds in hex
+        if not self._private:
+            self._state = _shared_sequence(self._prefix)
 
     def next_id(self) -> str:
         """A new 5.x message ID."""
-        with self._lock:
+        state = self._state
+        with state.lock:
             s = self._now_ms() // 1000 - V5_EPOCH_SECONDS
-            if s < self._last_s:  # clock went backwards: keep the last second
-                s = self._last_s
-            seq = self._seq
+            if s < state.last_s:  # clock went backwards: keep the last second
+                s = state.last_s
+            seq = state.seq
             if seq > _U32:  # sequence wrapped: a new round must be in a later second
                 seq = 0
-                if s <= self._last_s:
-                    s = self._last_s + 1
-            self._seq = seq + 1
-            self._last_s = s
+                if s <= state.last_s:
+                    s = state.last_s + 1
+            state.seq = seq + 1
+            state.last_s = s
             head = self._head
             if head[0] != s:
                 head = self._head = (s, f"{self._prefix}{s & _U32:08X}")
         return f"{head[1]}{seq:08X}"
 
     def _after_fork(self) -> None:
-        self._lock = threading.Lock()
+        if self._private:
+            self._state.lock = threading.Lock()
         if not self._pid_pinned:
             self._set_pid(os.getpid())
+        elif not self._private:
+            self._state = _shared_sequence(self._prefix)
 
 
 def _after_fork_in_child() -> None:
+    global _shared_lock
+    _shared_lock = threading.Lock()  # a lock held by another thread at fork stays held
+    for sequence in _shared.values():
+        sequence.lock = threading.Lock()
     for gen in list(_live_generators):
         gen._after_fork()
 

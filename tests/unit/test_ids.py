@@ -499,3 +499,14 @@ def test_ambiguity_heuristic(text: str, expected: str) -> None:
 def test_public_api_is_exported() -> None:
     for name in ids.__all__:
         assert hasattr(ids, name), name
+
+
+def test_two_v5_generators_of_one_process_never_give_the_same_id() -> None:
+    # Two producers in one process, in the same second: the 5.x clients' one sequence per process.
+    clock = lambda: 1_800_000_000_000  # noqa: E731 - one fixed second for both
+    first, second = V5IdGenerator(now_ms=clock), V5IdGenerator(now_ms=clock)
+    ids = [gen.next_id() for _ in range(50) for gen in (first, second)]
+    assert len(set(ids)) == len(ids)
+    # a generator with its own MAC (another "process") keeps a sequence of its own
+    other = V5IdGenerator(mac="02:00:00:00:00:01", now_ms=clock)
+    assert decode_v5_id(other.next_id()).sequence == 0
