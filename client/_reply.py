@@ -19,6 +19,7 @@ from pocketmq.broker.protocol.codes import MessageSysFlag
 from pocketmq.broker.protocol.errors import RemoteProtocolError
 from pocketmq.broker.protocol.headers import ReplyMessageRequestHeader
 from pocketmq.broker.protocol.message_codec import decode_properties
+from pocketmq.store.topics import reply_topic
 
 from .connection import CLIENT_LANGUAGE, CLIENT_VERSION, Connection
 from .errors import ClientUsageError
@@ -48,12 +49,6 @@ PROPERTY_MESSAGE_TTL: Final = "TTL"
 PROPERTY_MESSAGE_TYPE: Final = "MSG_TYPE"
 PROPERTY_REPLY_MESSAGE_ARRIVE_TIME: Final = "ARRIVE_TIME"
 MESSAGE_TYPE_REPLY: Final = "reply"
-REPLY_TOPIC_POSTFIX: Final = "REPLY_TOPIC"
-
-
-def reply_topic(cluster: str) -> str:
-    """``MixAll.getReplyTopic``: ``<cluster>_REPLY_TOPIC``."""
-    return f"{cluster}_{REPLY_TOPIC_POSTFIX}"
 
 
 def request_properties(

@@ -9,6 +9,7 @@ __all__ = [
     "AUTO_CREATE_TOPIC",
     "DLQ_TOPIC_PREFIX",
     "NOT_ALLOWED_SEND_TOPICS",
+    "REPLY_TOPIC_POSTFIX",
     "RETRY_TOPIC_PREFIX",
     "SCHEDULE_TOPIC",
     "SYSTEM_TOPICS",
@@ -17,6 +18,7 @@ __all__ = [
     "TRANS_HALF_TOPIC",
     "TRANS_OP_HALF_TOPIC",
     "is_system_topic",
+    "reply_topic",
 ]
 
 AUTO_CREATE_TOPIC: Final = "TBW102"  # AUTO_CREATE_TOPIC_KEY_TOPIC: the template of new topics
@@ -59,6 +61,22 @@ NOT_ALLOWED_SEND_TOPICS: Final = frozenset(
 )
 
 
+# MixAll.REPLY_TOPIC_POSTFIX: a cluster's replies to requests go to <cluster>_REPLY_TOPIC.
+REPLY_TOPIC_POSTFIX: Final = "REPLY_TOPIC"
+_REPLY_TOPIC_END: Final = "_" + REPLY_TOPIC_POSTFIX
+
+
+def reply_topic(cluster: str) -> str:
+    """``MixAll.getReplyTopic``: where the replies of a cluster's requests go."""
+    return f"{cluster}{_REPLY_TOPIC_END}"
+
+
 def is_system_topic(topic: str) -> bool:
-    """One of RocketMQ's system topics, or a name with the ``rmq_sys_`` prefix."""
-    return topic in SYSTEM_TOPICS or topic.startswith(SYSTEM_TOPIC_PREFIX)
+    """One of RocketMQ's system topics, a name with the ``rmq_sys_`` prefix, or a cluster's
+    reply topic (RocketMQ adds its own cluster's at start, ``TopicValidator.addSystemTopic``;
+    the name alone says it here, as every layer must tell without knowing the cluster)."""
+    return (
+        topic in SYSTEM_TOPICS
+        or topic.startswith(SYSTEM_TOPIC_PREFIX)
+        or topic.endswith(_REPLY_TOPIC_END)
+    )

@@ -16,6 +16,7 @@ from typing import Final
 
 from pocketmq.broker.services.clients import Channel, ClientRegistry
 from pocketmq.broker.services.topics import PERM_RW, TopicConfig, TopicManager
+from pocketmq.store.topics import REPLY_TOPIC_POSTFIX, reply_topic
 
 __all__ = [
     "MESSAGE_TYPE_REPLY",
@@ -38,12 +39,6 @@ PROPERTY_MESSAGE_TTL: Final = "TTL"
 PROPERTY_PUSH_REPLY_TIME: Final = "PUSH_REPLY_TIME"
 PROPERTY_MESSAGE_TYPE: Final = "MSG_TYPE"
 MESSAGE_TYPE_REPLY: Final = "reply"
-REPLY_TOPIC_POSTFIX: Final = "REPLY_TOPIC"
-
-
-def reply_topic(cluster: str) -> str:
-    """``MixAll.getReplyTopic``: where the replies of a cluster's requests go."""
-    return f"{cluster}_{REPLY_TOPIC_POSTFIX}"
 
 
 class ReplyService:

@@ -321,3 +321,13 @@ async def test_send_reply_message_v1_header_without_reply_to_client() -> None:
         assert answer.remark == "reply message properties[REPLY_TO_CLIENT] is null"
         # stored, so the answer names where
         assert answer.ext_fields is not None and answer.ext_fields["queueOffset"] == "0"
+
+
+def test_the_reply_topic_is_a_system_topic() -> None:
+    from pocketmq.broker.protocol.topics import system_topic_refusal
+    from pocketmq.store.topics import is_system_topic, reply_topic
+
+    assert reply_topic("DefaultCluster") == "DefaultCluster_REPLY_TOPIC"
+    assert is_system_topic("DefaultCluster_REPLY_TOPIC")  # never deleted, not a user topic
+    assert system_topic_refusal("DefaultCluster_REPLY_TOPIC") is not None
+    assert not is_system_topic("REPLY_TOPIC_orders")
