@@ -175,6 +175,7 @@ class Broker(BrokerCore):
         # first would leave the unregistration nothing to remove.
         self._namesrv_connections: dict[str, OutboundConnection] = {}
         self.grpc: GrpcFrontend | None = None
+        self.vip_port: int | None = None  # the VIP channel's port, once listening
         self._tls_files: tuple[Path, Path] | None = None  # certificate, key (tls_files)
         self._started = False
 
@@ -192,7 +193,10 @@ class Broker(BrokerCore):
         if self.embedded_namesrv is not None:
             namesrv_port = await self.embedded_namesrv.start(config.host, 0, self._remoting_ssl())
             config.namesrv_addrs = [f"{config.host}:{namesrv_port}"]
+        asked_port = config.port
         config.port = await self.server.start(config.host, config.port, self._remoting_ssl())
+        if config.vip_channel:
+            await self._listen_vip(0 if asked_port == 0 else config.port - 2)
         host = Host.parse(config.address)
         self._store_host_address, self._store_host_port = host.address, host.port
         store_config = msgspec.structs.replace(config.store, store_host=host)
@@ -415,6 +419,19 @@ class Broker(BrokerCore):
         self.store.close()
         if self.embedded_namesrv is not None:
             await self.embedded_namesrv.close()
+
+    async def _listen_vip(self, port: int) -> None:
+        """The VIP channel (``vip_channel``); a port out of range or taken is logged, not fatal:
+        only clients that insist on it miss it."""
+        if not 0 <= port <= 65535:
+            log.warning("VIP channel off: port %d is not a port", port)
+            return
+        try:
+            self.vip_port = await self.server.listen_also(self.config.host, port)
+        except OSError as error:
+            log.warning("VIP channel off: cannot listen on port %d: %s", port, error)
+        else:
+            log.info("VIP channel on %s:%d", self.config.host, self.vip_port)
 
     def tls_files(self) -> tuple[Path, Path]:
         """The certificate and key this broker serves over TLS: given, or self-signed in the

@@ -18,6 +18,10 @@ class BrokerConfig(msgspec.Struct, kw_only=True):
     broker_id: int = 0  # 0 = master
     host: str = "127.0.0.1"
     port: int = 10911
+    # RocketMQ's fastListenPort, the "VIP channel": the same service on port - 2 (10909), where
+    # 4.x clients (sendMessageWithVIPChannel, on by default before 4.5) and the dashboard send.
+    # With port 0 it gets a free port of its own; taken, the broker goes on without it.
+    vip_channel: bool = True
     # The address clients are told to use (routes, offset message IDs); default host:port.
     advertised_host: str | None = None
     namesrv_addrs: list[str] = []

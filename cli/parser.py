@@ -142,6 +142,11 @@ def _add_server_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-grpc", action="store_true", help="do not start the gRPC front-end")
     parser.add_argument(
+        "--no-vip-channel",
+        action="store_true",
+        help="do not also serve on port - 2 (RocketMQ's VIP channel, fastListenPort)",
+    )
+    parser.add_argument(
         "--grpc-tls",
         choices=("permissive", "enforcing", "off"),
         default="permissive",

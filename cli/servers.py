@@ -60,6 +60,7 @@ def _config(args: argparse.Namespace, namesrv: list[str]) -> Any:
         tls_cert=tls_cert,
         tls_key=tls_key,
         remoting_tls=args.remoting_tls,
+        vip_channel=not args.no_vip_channel,
         access_keys=_access_keys(args),
         acl_file=Path(args.acl_file) if args.acl_file else None,
         clean_file_forcibly=args.clean_file_forcibly,

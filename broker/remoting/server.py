@@ -404,6 +404,8 @@ class RemotingServer:
         self._last_address: dict[str, str] = {}
         self._logged_at: dict[str, float] = {}
         self._server: asyncio.Server | None = None
+        self._more_servers: list[asyncio.Server] = []  # listen_also: same handlers, other ports
+        self._ssl: SSLContext | None = None  # start's: the other ports serve TLS alike
         self._idle_task: asyncio.Task[None] | None = None
         self.port = 0
 
@@ -413,23 +415,32 @@ class RemotingServer:
         """Listen on ``host:port`` (0: a free port); returns the port. With ``ssl`` a
         connection opening with a TLS handshake is served over TLS and any other in plaintext,
         as RocketMQ's remoting server in its default permissive ``tls.server.mode``."""
-        loop = asyncio.get_running_loop()
-        if ssl is None:
-            self._server = await loop.create_server(
+        self._ssl = ssl
+        self._server = await self._listen(host, port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._idle_task = asyncio.create_task(self._housekeeping(), name=f"{self.name}-limits")
+        return self.port
+
+    async def listen_also(self, host: str, port: int) -> int:
+        """Accept connections on one more port (0: a free one), served as those of ``start``:
+        the same handlers, limits, TLS and connection set. Returns the port."""
+        server = await self._listen(host, port)
+        self._more_servers.append(server)
+        return int(server.sockets[0].getsockname()[1])
+
+    async def _listen(self, host: str, port: int) -> asyncio.Server:
+        if self._ssl is None:
+            loop = asyncio.get_running_loop()
+            return await loop.create_server(
                 lambda: Connection(self),
                 host,
                 port,
                 reuse_address=True,
                 backlog=self.limits.backlog,
             )
-        else:
-            self._server = await sniffing_server(  # type: ignore[assignment]
-                lambda: Connection(self), host, port, ssl, backlog=self.limits.backlog
-            )
-        assert self._server is not None
-        self.port = self._server.sockets[0].getsockname()[1]
-        self._idle_task = asyncio.create_task(self._housekeeping(), name=f"{self.name}-limits")
-        return self.port
+        return await sniffing_server(  # type: ignore[return-value]
+            lambda: Connection(self), host, port, self._ssl, backlog=self.limits.backlog
+        )
 
     @property
     def open_connections(self) -> int:
@@ -568,12 +579,17 @@ class RemotingServer:
             self._idle_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._idle_task
+        more, self._more_servers = self._more_servers, []
+        for server in more:
+            server.close()
         if self._server is not None:
             self._server.close()
             for connection in list(self.connections):
                 connection.close()
             await self._server.wait_closed()
             self._server = None
+        for server in more:
+            await server.wait_closed()
             # connection_lost runs on a later loop turn; let every connection finish it.
             for _ in range(100):
                 if not self.connections:
