@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -164,6 +165,8 @@ class Admin(CoreClient):
         instance_name: str | None = None,
         client_ip: str | None = None,
         credentials: Credentials | tuple[str, str] | None = None,
+        tls: bool | None = None,
+        tls_ca: str | os.PathLike[str] | None = None,
     ) -> None:
         super().__init__(
             namesrv,
@@ -171,6 +174,8 @@ class Admin(CoreClient):
             instance_name=instance_name,
             client_ip=client_ip,
             credentials=credentials,
+            tls=tls,
+            tls_ca=tls_ca,
         )
 
     async def cluster_info(self) -> ClusterInfo:

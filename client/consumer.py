@@ -48,6 +48,7 @@ Behaviour (RocketMQ ``DefaultMQPushConsumer``; remoting.md §5.3, rocketmq-store
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Sequence
 from os import PathLike
@@ -148,6 +149,8 @@ class PushConsumer(CoreClient):
         instance_name: str | None = None,
         client_ip: str | None = None,
         credentials: Credentials | tuple[str, str] | None = None,
+        tls: bool | None = None,
+        tls_ca: str | os.PathLike[str] | None = None,
         rebalance_interval_s: float = 20.0,
         heartbeat_interval_s: float = 30.0,
         persist_interval_s: float = 5.0,
@@ -204,6 +207,8 @@ class PushConsumer(CoreClient):
             instance_name=instance_name,
             client_ip=client_ip,
             credentials=credentials,
+            tls=tls,
+            tls_ca=tls_ca,
             request_timeout_ms=request_timeout_ms,
             route_refresh_interval_s=route_refresh_interval_s,
         )

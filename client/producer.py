@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import os
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -140,6 +141,8 @@ class Producer(CoreClient):
         instance_name: str | None = None,
         client_ip: str | None = None,
         credentials: Credentials | tuple[str, str] | None = None,
+        tls: bool | None = None,
+        tls_ca: str | os.PathLike[str] | None = None,
     ) -> None:
         if not group:
             raise ClientUsageError("producer group must not be empty")
@@ -158,6 +161,8 @@ class Producer(CoreClient):
             instance_name=instance_name,
             client_ip=client_ip,
             credentials=credentials,
+            tls=tls,
+            tls_ca=tls_ca,
             request_timeout_ms=send_timeout_ms,
             requests_inflight_max=requests_inflight_max,
             route_refresh_interval_s=route_refresh_interval_s,

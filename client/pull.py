@@ -12,6 +12,7 @@ groups.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -153,6 +154,8 @@ class PullConsumer(CoreClient):
         instance_name: str | None = None,
         client_ip: str | None = None,
         credentials: Credentials | tuple[str, str] | None = None,
+        tls: bool | None = None,
+        tls_ca: str | os.PathLike[str] | None = None,
         check_crc: bool = True,
     ) -> None:
         self.group = group
@@ -163,6 +166,8 @@ class PullConsumer(CoreClient):
             instance_name=instance_name,
             client_ip=client_ip,
             credentials=credentials,
+            tls=tls,
+            tls_ca=tls_ca,
         )
 
     async def queues(self, topic: str) -> list[MessageQueue]:

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import time
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
@@ -232,6 +233,8 @@ class SimpleConsumer(CoreClient):
         instance_name: str | None = None,
         client_ip: str | None = None,
         credentials: Credentials | tuple[str, str] | None = None,
+        tls: bool | None = None,
+        tls_ca: str | os.PathLike[str] | None = None,
     ) -> None:
         if not group:
             raise ClientUsageError("consumer group must not be empty")
@@ -248,6 +251,8 @@ class SimpleConsumer(CoreClient):
             instance_name=instance_name,
             client_ip=client_ip,
             credentials=credentials,
+            tls=tls,
+            tls_ca=tls_ca,
             request_timeout_ms=request_timeout_ms,
         )
         self._subscriptions: dict[str, FilterExpression] = {}

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from pocketmq.broker.protocol import RequestCode, ResponseCode
-from pocketmq.client import Message, Producer, PullConsumer
+from pocketmq.client import Admin, Message, Producer, PullConsumer
 from pocketmq.client._core import ClientCore
 from pocketmq.client.connection import Connection, make_request, tls_context
 from pocketmq.client.errors import ConnectionLostError
@@ -336,3 +336,21 @@ async def closed(writer: object) -> None:
     writer.close()
     with contextlib.suppress(ConnectionError, ssl.SSLError):
         await writer.wait_closed()
+
+
+async def test_sdk_clients_take_tls_options(permissive: Process) -> None:
+    """``tls_ca=`` (or ``tls=True``) on the client itself, without the environment."""
+    cert = permissive.extra["data"] / "tls" / "pocketmq-cert.pem"
+    namesrv = permissive.extra["namesrv"]
+    async with Producer("tls-option-producer", namesrv=namesrv, tls_ca=cert) as producer:
+        sent = await producer.send(Message(topic="tls-topic", body=b"option"))
+        assert producer._core.pool.ssl is not None
+    async with PullConsumer(namesrv=namesrv, tls=True) as puller:  # unverified, as RocketMQ's
+        pulled = await puller.pull(sent.queue, sent.queue_offset, 1)
+        assert pulled.messages[0].body == b"option"
+        assert puller._core.pool.ssl is not None
+    async with Admin(namesrv, tls=True) as admin:
+        assert "tls-topic" in await admin.list_topics()
+    async with PullConsumer(namesrv=namesrv) as plain:  # the port serves plaintext alike
+        assert plain._core.pool.ssl is None
+        assert (await plain.pull(sent.queue, sent.queue_offset, 1)).messages
