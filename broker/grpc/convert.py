@@ -8,6 +8,7 @@ import hashlib
 from collections.abc import Mapping
 
 from pocketmq.broker.grpc.stubs import definition_pb2
+from pocketmq.broker.services.lite import LITE_PROPERTY
 from pocketmq.store.message_store import PutMessage
 from pocketmq.store.record import Host, MessageRecord, SysFlag, encode_properties
 
@@ -86,6 +87,7 @@ SYSTEM_PROPERTIES = frozenset(
 _HIDDEN = SYSTEM_PROPERTIES | {
     "__SHARDINGKEY",
     "__PRIORITY",
+    LITE_PROPERTY,
     "TRACE_CONTEXT",
     "__transactionId__",
     "TRANSACTION_CHECK_TIMES",
@@ -284,6 +286,8 @@ def to_put_message(
         if system.priority < 0:
             raise GrpcStatusError(Code.BAD_REQUEST, "priority must be a non-negative number")
         properties[PRIORITY_PROPERTY] = str(system.priority)
+    if system.HasField("lite_topic"):
+        properties[LITE_PROPERTY] = system.lite_topic  # checked by the sender (lite.py)
     if system.trace_context:
         properties["TRACE_CONTEXT"] = system.trace_context
     if system.born_host:
@@ -311,6 +315,8 @@ def message_type_of(properties: Mapping[str, str]) -> int:
         return MessageType.FIFO
     if PRIORITY_PROPERTY in properties:
         return MessageType.PRIORITY
+    if LITE_PROPERTY in properties:
+        return MessageType.LITE
     return MessageType.NORMAL
 
 
@@ -365,6 +371,9 @@ def to_message(
     priority = properties.get(PRIORITY_PROPERTY)
     if priority is not None and priority.isdigit():
         system.priority = int(priority)
+    lite = properties.get(LITE_PROPERTY)
+    if lite is not None:
+        system.lite_topic = lite
     if receipt_handle is not None:
         system.receipt_handle = receipt_handle
     if invisible_ms is not None:

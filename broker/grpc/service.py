@@ -46,6 +46,12 @@ from pocketmq.broker.grpc.sessions import (
 from pocketmq.broker.grpc.stubs import definition_pb2, service_pb2, service_pb2_grpc
 from pocketmq.broker.services.acl import AccessControl, Account, Denied
 from pocketmq.broker.services.groups import validate_group_name
+from pocketmq.broker.services.lite import (
+    LITE_PROPERTY,
+    LITE_SUBSCRIPTION_QUOTA,
+    lmq_name,
+    validate_lite_topic,
+)
 from pocketmq.broker.services.pop import INVISIBLE_MS_MAX, PopError
 from pocketmq.broker.services.pull import MessageFilter
 from pocketmq.broker.services.recall import RecallOutcome, RecallService, build_recall_handle
@@ -74,6 +80,7 @@ INVISIBLE_MS_MIN_RECEIVE = 10_000  # minInvisibleTimeMillsForRecv
 POLLING_MS_MIN = 5_000  # grpcClientConsumerMinLongPollingTimeoutMillis
 POLLING_MS_MAX = 20_000  # grpcClientConsumerMaxLongPollingTimeoutMillis
 RECEIVE_BATCH_MAX = 64
+LITE_RECHECK_S = 1.0  # a lite receive looks again this often: subscriptions change meanwhile
 # Topic message type -> the message types a send may carry (TopicMessageTypeValidator).
 _SENDABLE = {
     "NORMAL": {MessageType.NORMAL},
@@ -299,9 +306,11 @@ class MessagingService(_Servicer):
             permission = definition_pb2.Permission.READ_WRITE
             # FIFO groups get every queue (consumed one by one, in order); others one
             # assignment per broker, queue -1: POP from all queues (RouteActivity).
+            # A lite consumer's one assignment stands for all its lite topics' queues.
             ids = (
                 range(config.read_queue_nums)
                 if getattr(group, "consume_message_orderly", False)
+                and topic_message_type(config) != "LITE"
                 else [-1]
             )
             assignments = [
@@ -434,9 +443,11 @@ class MessagingService(_Servicer):
             if message.topic.name != topic_name:
                 raise GrpcStatusError(Code.MESSAGE_CORRUPTED, "topic in message is not same")
             kind = message.system_properties.message_type
-            if kind == MessageType.LITE:
+            if kind == MessageType.LITE and MessageType.LITE not in sendable:
                 raise GrpcStatusError(
-                    Code.UNSUPPORTED, "LITE messages (lite topics) are not supported by pocketmq"
+                    Code.UNSUPPORTED,
+                    f"LITE messages are not supported by topic {topic_name} "
+                    f"({topic_message_type(config)}); only by a LITE parent topic",
                 )
             if kind not in sendable:
                 raise GrpcStatusError(
@@ -444,6 +455,10 @@ class MessagingService(_Servicer):
                     f"topic {topic_name} is {topic_message_type(config)}; it does not accept "
                     f"{MessageType.Name(kind)} messages",
                 )
+            if kind == MessageType.LITE:
+                problem = validate_lite_topic(topic_name, message.system_properties.lite_topic)
+                if problem:
+                    raise GrpcStatusError(Code.ILLEGAL_LITE_TOPIC, problem)
             messages.append(
                 to_put_message(
                     message,
@@ -458,7 +473,12 @@ class MessagingService(_Servicer):
         entries = []
         for put in messages:
             priority = (put.properties or {}).get(PRIORITY_PROPERTY)
-            if group:
+            lite = (put.properties or {}).get(LITE_PROPERTY)
+            if lite is not None:
+                # A lite topic is a one-queue LMQ of its own, made at its first message.
+                put.topic = self._lmq(topic_name, lite)
+                queue_id = 0
+            elif group:
                 queue_id = consistent_hash(java_string_hash(group), config.write_queue_nums)
             elif priority is not None:
                 # RIP-80: queue N holds priority N; a priority past the last queue is the highest.
@@ -497,6 +517,12 @@ class MessagingService(_Servicer):
         for entry in entries:
             entry.status.CopyFrom(status)
         return pb.SendMessageResponse(status=status, entries=entries)
+
+    def _lmq(self, parent: str, lite: str) -> str:
+        name = lmq_name(parent, lite)
+        if self.broker.topics.get(name) is None:
+            self.broker.topics.create(name, read_queue_nums=1, write_queue_nums=1)
+        return name
 
     def _next_queue(self, topic: str, queues: int) -> int:
         # Round robin per topic, as the proxy's write selector does.
@@ -557,14 +583,20 @@ class MessagingService(_Servicer):
             yield pb.ReceiveMessageResponse(status=_status(error.code, str(error)))
             return
         group, topic, batch, invisible_ms, polling_ms, selector, fifo = plan
+        lite = topic_message_type(self.broker.topics.get(topic)) == "LITE"
         loop = asyncio.get_running_loop()
         deadline = loop.time() + polling_ms / 1000
-        keys = self.broker.pop.queues_for(group, topic, -1)
         while True:
             try:
-                popped = self.broker.pop.pop(
-                    group, topic, -1, batch, invisible_ms, fifo, selector.tags, sql=selector.sql
-                )
+                if lite:
+                    sources = self._lite_sources(group, topic, call.client_id)
+                    keys = [(source, 0) for source in sources]
+                    popped = self._pop_lite(sources, group, batch, invisible_ms, selector)
+                else:
+                    keys = self.broker.pop.queues_for(group, topic, -1)
+                    popped = self.broker.pop.pop(
+                        group, topic, -1, batch, invisible_ms, fifo, selector.tags, sql=selector.sql
+                    )
             except PopError as error:
                 yield pb.ReceiveMessageResponse(status=status_of(error))
                 return
@@ -576,13 +608,17 @@ class MessagingService(_Servicer):
                     status=_status(Code.MESSAGE_NOT_FOUND, "no new message")
                 )
                 return
-            await self.broker.holds.wait_any(keys, remaining)
+            await self.broker.holds.wait_any(
+                keys, min(remaining, LITE_RECHECK_S) if lite else remaining
+            )
         yield pb.ReceiveMessageResponse(status=_ok())
         for item in popped:
             record = decode_record(item.raw, check_crc=False)
             original_topic = (
                 record.properties.get("RETRY_TOPIC", topic)
                 if record.topic.startswith("%RETRY%")
+                else topic
+                if lite
                 else record.topic
             )
             handle = str(item.handle)
@@ -591,7 +627,7 @@ class MessagingService(_Servicer):
                     Renewal(
                         call.client_id,
                         group,
-                        topic,
+                        item.topic if lite else topic,
                         record.unique_key or "",
                         handle,
                         item.handle.pop_time,
@@ -610,6 +646,33 @@ class MessagingService(_Servicer):
         delivered = pb.ReceiveMessageResponse()
         delivered.delivery_timestamp.FromMilliseconds(self.broker.now_ms())
         yield delivered
+
+    def _lite_sources(self, group: str, parent: str, client_id: str) -> list[str]:
+        """The LMQs of the lite topics this client subscribed to that hold messages."""
+        names = (lmq_name(parent, lite) for lite in self.sessions.lite.of(group, parent, client_id))
+        return sorted(name for name in names if self.broker.topics.get(name) is not None)
+
+    def _pop_lite(
+        self, sources: list[str], group: str, batch: int, invisible_ms: int, selector: Any
+    ) -> list[Any]:
+        # In order: a lite topic is handed out again only when all taken from it is acked.
+        popped: list[Any] = []
+        for source in sources:
+            if len(popped) >= batch:
+                break
+            popped.extend(
+                self.broker.pop.pop(
+                    group,
+                    source,
+                    0,
+                    batch - len(popped),
+                    invisible_ms,
+                    True,
+                    selector.tags,
+                    sql=selector.sql,
+                )
+            )
+        return popped
 
     def _receive_plan(
         self, request: Any, context: Any
@@ -667,7 +730,7 @@ class MessagingService(_Servicer):
                     call.client_id, group, entry.message_id, entry.receipt_handle
                 )
                 try:
-                    self.broker.pop.ack(group, topic, handle)
+                    self.broker.pop.ack(group, self._held_topic(topic, entry), handle)
                     status = _ok()
                     self.sessions.forget(call.client_id, group, entry.message_id)
                 except PopError as error:
@@ -704,7 +767,7 @@ class MessagingService(_Servicer):
                 call.client_id, group, request.message_id, request.receipt_handle
             )
             new = self.broker.pop.change_invisible(
-                group, request.topic.name, handle, max(invisible_ms, 1)
+                group, self._held_topic(request.topic.name, request), handle, max(invisible_ms, 1)
             )
             # The consumer took the message back (a nack): the broker stops renewing it.
             self.sessions.forget(call.client_id, group, request.message_id)
@@ -721,7 +784,7 @@ class MessagingService(_Servicer):
             )
             self.broker.pop.forward_to_dead_letter(
                 group,
-                request.topic.name,
+                self._held_topic(request.topic.name, request),
                 handle,
                 by="the consumer (ForwardMessageToDeadLetterQueue)",
                 reason=(
@@ -734,16 +797,58 @@ class MessagingService(_Servicer):
 
         return await self._unary(pb.ForwardMessageToDeadLetterQueueResponse, context, work, request)
 
-    # -- not served --------------------------------------------------------------------------------
+    @staticmethod
+    def _held_topic(topic: str, request: Any) -> str:
+        """Where a received message is held: a lite one in its lite topic's LMQ (the client
+        names the parent topic and the lite topic)."""
+        return lmq_name(topic, request.lite_topic) if request.lite_topic else topic
+
+    # -- lite subscriptions ------------------------------------------------------------------------
 
     async def SyncLiteSubscription(self, request: Any, context: Any) -> Any:  # noqa: N802
-        return await self._unary(
-            pb.SyncLiteSubscriptionResponse,
-            context,
-            lambda call: pb.SyncLiteSubscriptionResponse(
-                status=_status(Code.UNSUPPORTED, "lite topics are not supported by pocketmq")
-            ),
-        )
+        def work(call: _Call) -> Any:
+            parent = request.topic.name
+            config = self._topic(parent)
+            if topic_message_type(config) != "LITE":
+                raise GrpcStatusError(
+                    Code.UNSUPPORTED,
+                    f"lite subscriptions are not supported by topic {parent} "
+                    f"({topic_message_type(config)}); only by a LITE parent topic",
+                )
+            group = request.group.name
+            self._group(group)
+            if not call.client_id:
+                raise GrpcStatusError(
+                    Code.CLIENT_ID_REQUIRED, "x-mq-client-id metadata is required"
+                )
+            lites = list(request.lite_topic_set)
+            for lite in lites:
+                problem = validate_lite_topic(parent, lite)
+                if problem:
+                    raise GrpcStatusError(Code.ILLEGAL_LITE_TOPIC, problem)
+            table = self.sessions.lite
+            action = definition_pb2.LiteSubscriptionAction
+            if request.action in (action.PARTIAL_ADD, action.COMPLETE_ADD):
+                current = table.of(group, parent, call.client_id)
+                after = (
+                    set(lites) if request.action == action.COMPLETE_ADD else current | set(lites)
+                )
+                if len(after) > LITE_SUBSCRIPTION_QUOTA:
+                    raise GrpcStatusError(
+                        Code.LITE_SUBSCRIPTION_QUOTA_EXCEEDED,
+                        f"{len(after)} lite subscriptions exceed the quota "
+                        f"{LITE_SUBSCRIPTION_QUOTA}",
+                    )
+                table.replace(group, parent, call.client_id, sorted(after))
+            elif request.action == action.PARTIAL_REMOVE:
+                table.remove(group, parent, call.client_id, lites)
+            else:  # COMPLETE_REMOVE: the client drops all its lite subscriptions
+                table.replace(group, parent, call.client_id, [])
+            return pb.SyncLiteSubscriptionResponse(status=_ok())
+
+        return await self._unary(pb.SyncLiteSubscriptionResponse, context, work, request)
+
+    # -- not served --------------------------------------------------------------------------------
 
     async def PullMessage(self, request: Any, context: Any) -> AsyncIterator[Any]:  # noqa: N802
         yield pb.PullMessageResponse(

@@ -17,6 +17,11 @@ from dataclasses import dataclass, field
 
 from pocketmq.broker.core import BrokerCore
 from pocketmq.broker.grpc.stubs import definition_pb2, service_pb2
+from pocketmq.broker.services.lite import (
+    LITE_SUBSCRIPTION_QUOTA,
+    LITE_TOPIC_SIZE_MAX,
+    LiteSubscriptions,
+)
 from pocketmq.broker.services.pop import PopError
 from pocketmq.store.durations import DEFAULT_DELAY_LEVELS, parse_delay_levels
 
@@ -28,8 +33,6 @@ ClientType = definition_pb2.ClientType
 
 # The proxy's defaults (ProxyConfig, GrpcClientSettingsManager).
 LONG_POLLING_TIMEOUT_MS = 20_000  # grpcClientConsumerMaxLongPollingTimeoutMillis
-LITE_SUBSCRIPTION_QUOTA = 2000
-LITE_TOPIC_SIZE_MAX = 64
 RECEIVE_BATCH_SIZE = 32  # grpcClientConsumerLongPollingBatchSize
 PRODUCER_MAX_ATTEMPTS = 3
 PRODUCER_BACKOFF_INITIAL_MS = 10
@@ -40,6 +43,8 @@ RENEW_AHEAD_MS = 10_000  # renewAheadTimeMillis
 RENEW_MAX_MS = 3 * 3_600_000  # renewMaxTimeMillis
 SESSION_EXPIRY_S = 120.0  # a client silent this long (no heartbeat, no stream) is dropped
 TELEMETRY_QUEUE_MAX = 1024  # server commands waiting for one slow client
+
+_LITE_CONSUMERS = (ClientType.LITE_PUSH_CONSUMER, ClientType.LITE_SIMPLE_CONSUMER)
 
 # A consumer group's retry delays (CustomizedRetryPolicy): attempt n waits delays[n-1],
 # beyond the list the last one. RocketMQ's default delay levels, whatever the broker's are.
@@ -84,6 +89,7 @@ class SessionRegistry:
     broker: BrokerCore
     sessions: dict[str, ClientSession] = field(default_factory=dict)
     renewals: dict[tuple[str, str, str], Renewal] = field(default_factory=dict)
+    lite: LiteSubscriptions = field(default_factory=LiteSubscriptions)
 
     def touch(self, client_id: str) -> ClientSession:
         session = self.sessions.get(client_id)
@@ -118,11 +124,14 @@ class SessionRegistry:
             session.topics = {entry.topic.name for entry in subscription.subscriptions}
             group = self.broker.groups.find_or_create(session.group) if session.group else None
             retry_max_times = group.retry_max_times if group is not None else 16
-            reply.subscription.fifo = bool(getattr(group, "consume_message_orderly", False))
+            # Lite consumers always take a lite topic's messages one after another (the
+            # broker pops them in order), so their client must consume them that way too.
+            reply.subscription.fifo = session.client_type in _LITE_CONSUMERS or bool(
+                getattr(group, "consume_message_orderly", False)
+            )
             reply.subscription.receive_batch_size = RECEIVE_BATCH_SIZE
-            # Lite consumers check a lite topic against these before asking the broker; left at 0
-            # every subscribe_lite failed on the client ("max length 0") instead of getting the
-            # broker's UNSUPPORTED. Generous numbers: the broker refuses every sync anyway.
+            # Lite consumers check a lite topic against these before asking the broker (left
+            # at 0, every subscribe_lite fails on the client: "max length 0").
             reply.subscription.lite_subscription_quota = LITE_SUBSCRIPTION_QUOTA
             reply.subscription.max_lite_topic_size = LITE_TOPIC_SIZE_MAX
             requested = (
@@ -208,6 +217,7 @@ class SessionRegistry:
         """A client said goodbye or went silent: its held messages come back after their
         retry back-off, as the proxy's clearGroup does."""
         self.sessions.pop(client_id, None)
+        self.lite.drop_client(client_id)
         delays = retry_delays_ms()
         for key in [k for k in self.renewals if k[0] == client_id]:
             renewal = self.renewals.pop(key)

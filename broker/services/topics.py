@@ -21,6 +21,7 @@ import msgspec
 
 from pocketmq.broker.errors import Kind, TopicError
 from pocketmq.broker.protocol.headers import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from pocketmq.broker.services.lite import is_lmq
 from pocketmq.broker.services.persist import JournaledTable, load_json
 from pocketmq.store.state import STATE_TOPIC
 from pocketmq.store.topics import (
@@ -361,7 +362,8 @@ class TopicManager:
         self.file.journal.close()
 
     def user_topics(self) -> list[str]:
-        return sorted(t for t in self.topics if not is_system_topic(t))
+        # A lite topic's LMQ (lite.py) belongs to its parent topic, not listed on its own.
+        return sorted(t for t in self.topics if not is_system_topic(t) and not is_lmq(t))
 
 
 def topic_config_with(config: TopicConfig, **changes: object) -> TopicConfig:

@@ -5,9 +5,12 @@ prints one JSON object with what happened.
 
 Scenarios: ``priority`` sends one message per ``--priorities`` value (as
 rocketmq-clients/python/example/priority_producer_example.py does, ``message.priority = i``),
-then a simple consumer takes them; ``lite-produce`` sends one message with ``lite_topic`` (as
-lite_producer_example.py); ``lite-subscribe`` starts a LitePushConsumer bound to the topic and
-calls ``subscribe_lite`` (as lite_push_consumer_example.py). Errors are reported, not raised.
+then a simple consumer takes them; ``lite`` starts a LitePushConsumer bound to the topic (as
+lite_push_consumer_example.py), ``subscribe_lite`` to each of ``--subscribe``, then sends
+``--count`` messages to each of ``--send`` lite topics, interleaved (as lite_producer_example.py,
+``message.lite_topic``), and reports what the listener got, in the order consumed, once it has
+``--expect`` messages (or after 30 s); ``lite-produce`` sends one message to ``--lite``.
+Errors are reported, not raised.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 
 from rocketmq import (
@@ -69,15 +73,19 @@ def priority(args: argparse.Namespace) -> dict:
     return {"sent": sent, "received": received}
 
 
+def lite_message(topic: str, lite: str, body: str) -> Message:
+    message = Message()
+    message.topic = topic
+    message.body = body.encode()
+    message.lite_topic = lite
+    return message
+
+
 def lite_produce(args: argparse.Namespace) -> dict:
     producer = Producer(configuration(args), (args.topic,))
     producer.startup()
     try:
-        message = Message()
-        message.topic = args.topic
-        message.body = b"lite"
-        message.lite_topic = "lite-test-1"
-        producer.send(message)
+        producer.send(lite_message(args.topic, args.lite, "lite"))
         return {"sent": True}
     except Exception as error:  # noqa: BLE001 (the outcome is the point)
         return failure(error)
@@ -85,32 +93,64 @@ def lite_produce(args: argparse.Namespace) -> dict:
         producer.shutdown()
 
 
-class Listener(MessageListener):
+class Recorder(MessageListener):
+    """Keeps (lite topic, body) of each message consumed, in the order consumed."""
+
+    def __init__(self, expect: int) -> None:
+        self.got: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+        self.enough = threading.Event()
+        self.expect = expect
+
     def consume(self, message: Message) -> ConsumeResult:
+        with self.lock:
+            self.got.append((message.lite_topic or "", message.body.decode()))
+            if len(self.got) >= self.expect:
+                self.enough.set()
         return ConsumeResult.SUCCESS
 
 
-def lite_subscribe(args: argparse.Namespace) -> dict:
-    consumer = LitePushConsumer(configuration(args), args.group, args.topic, Listener())
+def lite(args: argparse.Namespace) -> dict:
+    recorder = Recorder(args.expect)
+    consumer = LitePushConsumer(configuration(args), args.group, args.topic, recorder)
     consumer.startup()
+    result: dict = {}
     try:
-        consumer.subscribe_lite("lite-test-1")
-        return {"subscribed": True}
+        for name in args.subscribe.split(","):
+            consumer.subscribe_lite(name)
+        producer = Producer(configuration(args), (args.topic,))
+        producer.startup()
+        try:
+            for i in range(args.count):
+                for name in args.send.split(","):
+                    producer.send(lite_message(args.topic, name, f"{name}-{i}"))
+        finally:
+            producer.shutdown()
+        recorder.enough.wait(30)
+        time.sleep(1)  # anything beyond what was expected would show up here
+        with recorder.lock:
+            result["received"] = [list(entry) for entry in recorder.got]
     except Exception as error:  # noqa: BLE001
-        return failure(error)
+        result.update(failure(error))
     finally:
         consumer.shutdown()
+    return result
 
 
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("endpoint")
-    parser.add_argument("scenario", choices=("priority", "lite-produce", "lite-subscribe"))
+    parser.add_argument("scenario", choices=("priority", "lite", "lite-produce"))
     parser.add_argument("--topic", required=True)
     parser.add_argument("--group", default="priority-lite-group")
     parser.add_argument("--priorities", default="0,1,2")
+    parser.add_argument("--lite", default="lite-test-1")
+    parser.add_argument("--subscribe", default="lite-a")
+    parser.add_argument("--send", default="lite-a")
+    parser.add_argument("--count", type=int, default=3)
+    parser.add_argument("--expect", type=int, default=3)
     args = parser.parse_args()
-    run = {"priority": priority, "lite-produce": lite_produce, "lite-subscribe": lite_subscribe}
+    run = {"priority": priority, "lite": lite, "lite-produce": lite_produce}
     print(json.dumps(run[args.scenario](args)), flush=True)
     return 0
 
