@@ -45,6 +45,9 @@ class BrokerConfig(msgspec.Struct, kw_only=True):
     # SQL92 subscriptions (MessageSelector.bySql): RocketMQ's enablePropertyFilter, which is
     # false by default there; on here, since an emulator should run the apps that use them.
     property_filter: bool = True
+    # maxLmqConsumeQueueNum: LMQs (lite topics) the broker holds; a message making one more
+    # is refused with LMQ_QUOTA_EXCEEDED (gRPC: LITE_TOPIC_QUOTA_EXCEEDED)
+    max_lmq_consume_queue_num: int = 20_000
     batch_size_max: int = 4 * 1024 * 1024  # a SEND_BATCH_MESSAGE body
     register_interval_s: float = 30.0  # registerNameServerPeriod
     consumer_offset_persist_s: float = 5.0  # flushConsumerOffsetInterval

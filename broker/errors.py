@@ -54,6 +54,8 @@ class Kind(Enum):
     BAD_HANDLE = ("bad_handle", False)  # a POP receipt handle that does not parse
     STALE_HANDLE = ("stale_handle", False)  # a receipt handle that no longer lends anything
     ILLEGAL_STATE = ("illegal_state", False)  # not allowed in the broker's current state
+    ILLEGAL_LITE_TOPIC = ("illegal_lite_topic", False)  # a lite topic name refused (lite.py)
+    LITE_TOPIC_QUOTA_EXCEEDED = ("lite_topic_quota_exceeded", False)  # too many LMQs
     BUSY = ("busy", True)  # back-pressure: too many in flight, polling full
     SERVICE_UNAVAILABLE = ("service_unavailable", True)  # disk full, shutting down
     STORE_FAILED = ("store_failed", True)  # the store could not do it (I/O, corruption)

@@ -476,7 +476,7 @@ class MessagingService(_Servicer):
             lite = (put.properties or {}).get(LITE_PROPERTY)
             if lite is not None:
                 # A lite topic is a one-queue LMQ of its own, made at its first message.
-                put.topic = self._lmq(topic_name, lite)
+                put.topic = sender.lite_queue(config, lite)
                 queue_id = 0
             elif group:
                 queue_id = consistent_hash(java_string_hash(group), config.write_queue_nums)
@@ -517,12 +517,6 @@ class MessagingService(_Servicer):
         for entry in entries:
             entry.status.CopyFrom(status)
         return pb.SendMessageResponse(status=status, entries=entries)
-
-    def _lmq(self, parent: str, lite: str) -> str:
-        name = lmq_name(parent, lite)
-        if self.broker.topics.get(name) is None:
-            self.broker.topics.create(name, read_queue_nums=1, write_queue_nums=1)
-        return name
 
     def _next_queue(self, topic: str, queues: int) -> int:
         # Round robin per topic, as the proxy's write selector does.

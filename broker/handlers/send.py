@@ -24,6 +24,7 @@ from pocketmq.broker.protocol.message_codec import (
     is_canonical_properties,
 )
 from pocketmq.broker.remoting.server import Connection
+from pocketmq.broker.services.lite import LITE_PROPERTY
 from pocketmq.store.message_store import PutMessage, PutResult
 from pocketmq.store.record import Host, encode_properties
 
@@ -83,7 +84,12 @@ def handle_send(
             return _send_batch(broker, request, connection, header, queue_id, body, born_host)
         properties = decode_properties(header.properties) if header.properties else {}
         topic = header.topic
-        if topic.startswith("%RETRY%"):
+        stored_as_sent = True  # the properties text as sent is the one stored
+        lite = properties.get(LITE_PROPERTY)
+        if lite is not None and sender.is_lite_parent(config):
+            # As a gRPC send: a lite topic's message goes to its own LMQ, queue 0.
+            topic, queue_id = sender.lite_queue(config, lite), 0
+        elif topic.startswith("%RETRY%"):
             # A consumer's own retry copy (its fallback when CONSUMER_SEND_MSG_BACK failed):
             # past the maximum reconsume times it goes to the group's DLQ.
             topic, queue_id = broker.retry.retry_or_dlq(
@@ -93,6 +99,7 @@ def handle_send(
                 reconsume_times=header.reconsume_times or 0,
                 max_reconsume_times=header.max_reconsume_times,
             )
+            stored_as_sent = topic == header.topic
         message = PutMessage(
             topic=topic,
             body=body,
@@ -100,7 +107,7 @@ def handle_send(
             flag=header.flag,
             properties=properties,
             properties_text=(header.properties or "")
-            if topic == header.topic
+            if stored_as_sent
             else encode_properties(properties),
             sysflag=header.sys_flag,
             born_timestamp=header.born_timestamp,

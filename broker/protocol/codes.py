@@ -254,6 +254,7 @@ class ResponseCode(IntEnum):
     NOT_LEADER_FOR_QUEUE = 501
     ILLEGAL_OPERATION = 604
     GO_AWAY = 1500
+    LMQ_QUOTA_EXCEEDED = 2017  # a new LMQ past maxLmqConsumeQueueNum
 
     # --- client-local (never on the wire; Java uses them for its own failures)
     RPC_UNKNOWN = -1000

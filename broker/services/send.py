@@ -13,6 +13,7 @@ import random
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.errors import BrokerError, Kind, from_store_error
+from pocketmq.broker.services.lite import is_lmq, lmq_name, validate_lite_topic
 from pocketmq.broker.services.retention import DiskGuard, disk_usage_of
 from pocketmq.broker.services.retry import RetryService
 from pocketmq.broker.services.topics import (
@@ -20,6 +21,7 @@ from pocketmq.broker.services.topics import (
     PERM_WRITE,
     TopicConfig,
     TopicManager,
+    topic_message_type,
     validate_topic_name,
 )
 from pocketmq.broker.services.writer import MessageWriter
@@ -111,6 +113,32 @@ class SendService:
                 f"{config.write_queue_nums} write queues",
             )
         return queue_id
+
+    def lite_queue(self, parent: TopicConfig, lite: str) -> str:
+        """The LMQ that a message for lite topic ``lite`` of the LITE topic ``parent`` goes
+        to, made at its first message (SendMessageProcessor turns PROPERTY_LITE_TOPIC into the
+        LMQ name for every front). A new LMQ past ``max_lmq_consume_queue_num`` is refused, as
+        RocketMQ's HandleLmqQuota refuses it (LMQ_QUOTA_EXCEEDED): the count is the broker's,
+        not the parent's; lite topics that already exist still take messages."""
+        problem = validate_lite_topic(parent.topic_name, lite)
+        if problem:
+            raise BrokerError(Kind.ILLEGAL_LITE_TOPIC, problem)
+        name = lmq_name(parent.topic_name, lite)
+        if self.topics.get(name) is None:
+            quota = self.config.max_lmq_consume_queue_num
+            held = sum(1 for topic in self.topics.topics if is_lmq(topic))
+            if held >= quota:
+                raise BrokerError(
+                    Kind.LITE_TOPIC_QUOTA_EXCEEDED,
+                    f"lite topic {lite!r} of {parent.topic_name} would be LMQ {held + 1} of "
+                    f"this broker, over max_lmq_consume_queue_num {quota}",
+                )
+            self.topics.create(name, read_queue_nums=1, write_queue_nums=1)
+        return name
+
+    @staticmethod
+    def is_lite_parent(config: TopicConfig) -> bool:
+        return topic_message_type(config) == "LITE"
 
     # -- storing ----------------------------------------------------------------------------
 

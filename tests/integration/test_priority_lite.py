@@ -148,3 +148,44 @@ def test_lite_messages_only_go_to_lite_parents(broker: Process, home: Path) -> N
     assert sent["error"] == "IllegalArgumentException" and "LITE" in sent["message"], sent
     sent = run_app(broker, home, "lite-produce", "--topic", "parent-topic", "--lite", "bad.name")
     assert "bad.name" in sent["message"], sent
+
+
+def test_a_remoting_send_with_a_lite_topic_goes_to_its_lmq(broker: Process, home: Path) -> None:
+    # A 4.x-style producer sets __LITE_TOPIC itself; the broker routes it as a gRPC send.
+    with RawClient(broker.address) as client:
+        for i in range(2):
+            response = client.send_message(
+                "parent-topic",
+                f"lite-r-{i}".encode(),
+                queue_id=2,
+                properties=f"__LITE_TOPIC\x01lite-r\x02UNIQ_KEY\x01raw-lite-{i}\x02",
+            )
+            assert response.code == 0, response.remark
+            assert response.ext_fields["queueId"] == "0"  # the LMQ's one queue
+            assert response.ext_fields["queueOffset"] == str(i)
+        refused = client.send_message(
+            "parent-topic", b"x", properties="__LITE_TOPIC\x01bad.name\x02"
+        )
+        assert refused.code == 13 and "bad.name" in (refused.remark or "")  # MESSAGE_ILLEGAL
+    result = run_app(
+        broker,
+        home,
+        "lite",
+        "--topic",
+        "parent-topic",
+        "--group",
+        "lite-group-remoting",
+        "--subscribe",
+        "lite-r",
+        "--send",
+        "lite-e",
+        "--count",
+        "1",
+        "--expect",
+        "2",
+    )
+    assert "error" not in result, result
+    assert [tuple(entry) for entry in result["received"]] == [
+        ("lite-r", "lite-r-0"),
+        ("lite-r", "lite-r-1"),
+    ]
