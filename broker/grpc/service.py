@@ -49,6 +49,7 @@ from pocketmq.broker.services.groups import validate_group_name
 from pocketmq.broker.services.lite import (
     LITE_PROPERTY,
     LITE_SUBSCRIPTION_QUOTA,
+    bind_problem,
     lmq_name,
     validate_lite_topic,
 )
@@ -672,8 +673,10 @@ class MessagingService(_Servicer):
         self, request: Any, context: Any
     ) -> tuple[str, str, int, int, int, MessageFilter, bool]:
         topic = request.message_queue.topic.name
-        self._topic(topic)
+        config = self._topic(topic)
         group_config = self._group(request.group.name)
+        if topic_message_type(config) == "LITE":
+            self._check_bound(group_config, topic)
         expression = request.filter_expression
         kind = SQL92 if expression.type == definition_pb2.FilterType.SQL else TAG
         try:
@@ -792,6 +795,12 @@ class MessagingService(_Servicer):
         return await self._unary(pb.ForwardMessageToDeadLetterQueueResponse, context, work, request)
 
     @staticmethod
+    def _check_bound(group: Any, parent: str) -> None:
+        problem = bind_problem(group.group_name, group.attributes or {}, parent)
+        if problem:  # RocketMQ's INVALID_PARAMETER, which the proxy answers as BAD_REQUEST
+            raise GrpcStatusError(Code.BAD_REQUEST, problem)
+
+    @staticmethod
     def _held_topic(topic: str, request: Any) -> str:
         """Where a received message is held: a lite one in its lite topic's LMQ (the client
         names the parent topic and the lite topic)."""
@@ -810,7 +819,7 @@ class MessagingService(_Servicer):
                     f"({topic_message_type(config)}); only by a LITE parent topic",
                 )
             group = request.group.name
-            self._group(group)
+            self._check_bound(self._group(group), parent)
             if not call.client_id:
                 raise GrpcStatusError(
                     Code.CLIENT_ID_REQUIRED, "x-mq-client-id metadata is required"

@@ -19,20 +19,24 @@ restarted broker learns them again.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 __all__ = [
+    "LITE_BIND_TOPIC",
     "LITE_PROPERTY",
     "LITE_SUBSCRIPTION_QUOTA",
     "LITE_TOPIC_SIZE_MAX",
     "LMQ_PREFIX",
     "LiteSubscriptions",
+    "bind_problem",
     "is_lmq",
     "lmq_name",
     "validate_lite_topic",
 ]
 
 LMQ_PREFIX = "%LMQ%"
+LITE_BIND_TOPIC = "lite.bind.topic"  # the group attribute naming its one parent topic
 LITE_PROPERTY = "__LITE_TOPIC"  # MessageConst.PROPERTY_LITE_TOPIC
 LITE_SUBSCRIPTION_QUOTA = 2000  # lite topics one client may subscribe to (lite.sub.client.quota)
 LITE_TOPIC_SIZE_MAX = 64  # characters in a lite topic name
@@ -46,6 +50,23 @@ def lmq_name(parent: str, lite: str) -> str:
 
 def is_lmq(topic: str) -> bool:
     return topic.startswith(LMQ_PREFIX)
+
+
+def bind_problem(group: str, attributes: Mapping[str, str], parent: str) -> str | None:
+    """Why ``group`` may not consume lite topics of ``parent``; None when it may.
+
+    RocketMQ (PopLiteMessageProcessor.preCheck) serves a lite consumer only when its group's
+    ``lite.bind.topic`` is that parent: a group bound elsewhere, or bound to nothing, is
+    refused (INVALID_PARAMETER). mqadmin's ``+lite.bind.topic=<parent>`` may arrive with its
+    ``+`` kept, as pocketmq stores a group's attributes as sent.
+    """
+    bound = attributes.get(LITE_BIND_TOPIC) or attributes.get(f"+{LITE_BIND_TOPIC}")
+    if bound == parent:
+        return None
+    return (
+        f"subscription bind topic not match, group={group}: its {LITE_BIND_TOPIC} is "
+        f"{bound or 'not set'}, not {parent}"
+    )
 
 
 def validate_lite_topic(parent: str, lite: str) -> str | None:

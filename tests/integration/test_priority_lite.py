@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from pocketmq.broker.protocol import RemotingCommand, RequestCode
 from tests.integration.cluster import Cluster, Process
 from tests.integration.raw import RawClient
 from tests.integration.test_grpc_official_client import create_topic, start_grpc_broker
@@ -38,6 +39,18 @@ def run_app(broker: Process, home: Path, scenario: str, *args: str) -> dict:
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
+def bind_group(broker: Process, group: str, parent: str) -> None:
+    # mqadmin updateSubGroup --attributes +lite.bind.topic=<parent>
+    body = json.dumps({"groupName": group, "attributes": {"+lite.bind.topic": parent}})
+    with RawClient(broker.address) as client:
+        response = client.call(
+            RemotingCommand(
+                code=RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body.encode()
+            )
+        )
+    assert response.code == 0, response.remark
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
     with Cluster(tmp_path_factory.mktemp("priority-lite")) as cluster:
@@ -45,6 +58,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
         create_topic(broker, "priority-topic", "PRIORITY")  # 4 queues: priorities 0, 1, 2, 3+
         create_topic(broker, "parent-topic", "LITE")
         create_topic(broker, "normal-topic", "NORMAL")
+        for group in ("lite-group", "lite-group-2", "lite-group-remoting"):
+            bind_group(broker, group, "parent-topic")
+        bind_group(broker, "bound-elsewhere", "other-parent")
         yield broker
 
 
@@ -189,3 +205,16 @@ def test_a_remoting_send_with_a_lite_topic_goes_to_its_lmq(broker: Process, home
         ("lite-r", "lite-r-0"),
         ("lite-r", "lite-r-1"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("group", "bound"), [("never-bound", "not set"), ("bound-elsewhere", "other-parent")]
+)
+def test_only_a_group_bound_to_the_parent_consumes_its_lite_topics(
+    broker: Process, home: Path, group: str, bound: str
+) -> None:
+    result = run_app(
+        broker, home, "lite", "--topic", "parent-topic", "--group", group, "--count", "0"
+    )
+    assert "received" not in result, result
+    assert "bind topic not match" in result["message"] and bound in result["message"], result
