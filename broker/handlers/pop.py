@@ -39,6 +39,19 @@ __all__ = [
 ]
 
 
+def _missing_group(
+    broker: BrokerCore, request: RemotingCommand, group: str
+) -> RemotingCommand | None:
+    """SUBSCRIPTION_GROUP_NOT_EXIST when ``group`` neither exists nor may be made (the check
+    every POP-family request starts with, with RocketMQ's remark)."""
+    if broker.groups.find_or_create(group) is None:
+        return request.make_response(
+            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+            f"subscription group [{group}] does not exist",
+        )
+    return None
+
+
 def handle_pop(
     broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand | Awaitable[RemotingCommand]:
@@ -46,11 +59,8 @@ def handle_pop(
         header = PopMessageRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
         return bad_request(request, error, connection)
-    if broker.groups.find_or_create(header.consumer_group) is None:
-        return request.make_response(
-            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-            f"group {header.consumer_group} does not exist",
-        )
+    if (missing := _missing_group(broker, request, header.consumer_group)) is not None:
+        return missing
     try:
         selector = broker.pulls.filter_of(header.exp, header.exp_type)
     except BrokerError as error:
@@ -183,11 +193,8 @@ def handle_peek(
         header = PeekMessageRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
         return bad_request(request, error, connection)
-    if broker.groups.find_or_create(header.consumer_group) is None:
-        return request.make_response(
-            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-            f"subscription group [{header.consumer_group}] does not exist",
-        )
+    if (missing := _missing_group(broker, request, header.consumer_group)) is not None:
+        return missing
     max_count = max(1, min(header.max_msg_nums, broker.config.pull_batch_max))
     try:
         raws, rest = broker.pop.peek(
@@ -215,11 +222,8 @@ def handle_notification(
         header = NotificationRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
         return bad_request(request, error, connection)
-    if broker.groups.find_or_create(header.consumer_group) is None:
-        return request.make_response(
-            ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-            f"subscription group [{header.consumer_group}] does not exist",
-        )
+    if (missing := _missing_group(broker, request, header.consumer_group)) is not None:
+        return missing
     group, topic, queue_id, order = (
         header.consumer_group,
         header.topic,
