@@ -1,11 +1,12 @@
-"""Resident memory of an idle ``pocketmq standalone``, with and without the gRPC front-end.
+"""Resident memory of an idle ``pocketmq standalone``, with and without its gRPC and HTTP fronts.
 
     python bench/idle_rss.py [--runs 3] [--settle 3] [--json]
 
 Starts the installed ``pocketmq`` console script (the one beside this interpreter) as
-``pocketmq standalone --data <temp folder> --port P --namesrv-port N --grpc-port G`` (the
-README's command, on free ports and a fresh store), and once more with ``--no-grpc`` instead of
-``--grpc-port``; waits for its ``ready`` line plus ``--settle`` seconds, reads ``VmRSS`` from
+``pocketmq standalone --data <temp folder> --port P --namesrv-port N --grpc-port G
+--http-port H`` (the README's command, on free ports and a fresh store: both fronts on), then
+with ``--no-http``, with ``--no-grpc`` and with both off; waits for its ``ready`` line plus
+``--settle`` seconds, reads ``VmRSS`` (and its anonymous part, ``RssAnon``) from
 ``/proc/<pid>/status``, stops it with SIGTERM. The floor, measured the same way in the same
 run: this interpreter running an idle uvloop loop and nothing else. Each variant ``--runs``
 times, alternating; the median is reported. Linux only (``/proc``).
@@ -33,11 +34,11 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def rss_kib(pid: int) -> int:
+def rss_kib(pid: int, field: str = "VmRSS") -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1])
-    raise RuntimeError(f"no VmRSS for process {pid}")
+    raise RuntimeError(f"no {field} for process {pid}")
 
 
 IDLE_LOOP = (
@@ -51,8 +52,24 @@ IDLE_LOOP = (
 )
 
 
-def measure(variant: str, settle_s: float) -> int:
-    """VmRSS (KiB) of one idle process, ``settle_s`` after it said ready."""
+# variant -> the options after the README command's data folder and ports
+VARIANTS = {
+    "grpc+http": ["--grpc-port", "{grpc}", "--http-port", "{http}"],
+    "grpc": ["--grpc-port", "{grpc}", "--no-http"],
+    "http": ["--no-grpc", "--http-port", "{http}"],
+    "neither": ["--no-grpc", "--no-http"],
+}
+LABELS = {
+    "grpc+http": "pocketmq standalone",
+    "grpc": "pocketmq standalone --no-http",
+    "http": "pocketmq standalone --no-grpc",
+    "neither": "  ... --no-grpc --no-http",
+    "floor": "floor: python + idle uvloop",
+}
+
+
+def measure(variant: str, settle_s: float) -> tuple[int, int]:
+    """VmRSS and RssAnon (KiB) of one idle process, ``settle_s`` after it said ready."""
     with tempfile.TemporaryDirectory(prefix="pocketmq-rss-") as data:
         if variant == "floor":
             command = [sys.executable, "-c", IDLE_LOOP]
@@ -67,8 +84,8 @@ def measure(variant: str, settle_s: float) -> int:
                 "--namesrv-port",
                 str(free_port()),
             ]
-            grpc = variant == "grpc"
-            command += ["--grpc-port", str(free_port())] if grpc else ["--no-grpc"]
+            ports = {"grpc": free_port(), "http": free_port()}
+            command += [option.format(**ports) for option in VARIANTS[variant]]
         process = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
         )
@@ -78,7 +95,7 @@ def measure(variant: str, settle_s: float) -> int:
             if "ready" not in line:
                 raise RuntimeError(f"{' '.join(command)} did not start: {line!r}")
             time.sleep(settle_s)
-            return rss_kib(process.pid)
+            return rss_kib(process.pid), rss_kib(process.pid, "RssAnon")
         finally:
             process.send_signal(signal.SIGTERM)
             try:
@@ -94,26 +111,28 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=3.0, help="seconds after ready")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    samples: dict[str, list[int]] = {"grpc": [], "no-grpc": [], "floor": []}
+    samples: dict[str, list[tuple[int, int]]] = {name: [] for name in LABELS}
     for _ in range(args.runs):
         for variant, values in samples.items():
             values.append(measure(variant, args.settle))
     # VmRSS is in KiB; MiB below.
     result = {
-        name: {"runs_kib": values, "median_mib": round(statistics.median(values) / 1024, 1)}
+        name: {
+            "runs_kib": [rss for rss, _ in values],
+            "median_mib": round(statistics.median(rss for rss, _ in values) / 1024, 1),
+            "anon_median_mib": round(statistics.median(anon for _, anon in values) / 1024, 1),
+        }
         for name, values in samples.items()
     }
     if args.json:
         print(json.dumps(result))
         return
     for name, values in result.items():
-        label = {
-            "grpc": "pocketmq standalone",
-            "no-grpc": "pocketmq standalone --no-grpc",
-            "floor": "floor: python + idle uvloop",
-        }[name]
         runs = ", ".join(f"{kib / 1024:.1f}" for kib in values["runs_kib"])
-        print(f"{label:32} median {values['median_mib']:.1f} MiB (runs: {runs} MiB)")
+        print(
+            f"{LABELS[name]:32} median {values['median_mib']:.1f} MiB, "
+            f"anonymous {values['anon_median_mib']:.1f} MiB (runs: {runs} MiB)"
+        )
 
 
 if __name__ == "__main__":

@@ -11,7 +11,11 @@ a small warm-up count of messages, divided by N, so start-up, imports and one-ti
   broker per send     `pocketmq standalone` answering SEND_MESSAGE_V2, 256 in flight
   broker per message of a batch
                       the same, answering SEND_BATCH_MESSAGE of 32 messages, 16 in flight
-  client per send     Producer.send, 256 in flight, against a broker outside valgrind
+  broker per send, auto-batch
+                      256 sends in flight from Producer(auto_batch=True): SEND_BATCH_MESSAGE
+                      of ~33 messages (32 KiB of bodies)
+  client per send     Producer.send, 256 in flight, against a broker outside valgrind (and
+                      with auto_batch=True)
   client per consume  a PushConsumer reading (each body) and acking, against a broker outside
                       valgrind
 
@@ -74,11 +78,13 @@ PRODUCER_PROGRAM = textwrap.dedent(
     """
     import asyncio, sys, uvloop
     from pocketmq.client import Message, Producer
-    n, namesrv, batch = int(sys.argv[1]), sys.argv[2], len(sys.argv) > 3 and sys.argv[3] == "batch"
+    n, namesrv, mode = int(sys.argv[1]), sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else ""
+    batch = mode == "batch"
     async def main():
         body = b"x" * 1024
         # callgrind slows the client 50x: many sends in flight need more than the 3 s default
-        async with Producer("instructions", namesrv=namesrv, send_timeout_ms=600_000) as producer:
+        async with Producer("instructions", namesrv=namesrv, send_timeout_ms=600_000,
+                            auto_batch=mode == "auto") as producer:
             await producer.send(Message(topic="Instructions", body=body))  # route, connection
             async def worker(count):
                 for _ in range(count):
@@ -170,10 +176,11 @@ async def fill(namesrv: str, count: int) -> None:
             await producer.send_batch([Message(topic="Instructions", body=body)] * 32)
 
 
-def broker_per_send(work: Path, n: int, *, batch: bool = False) -> float:
-    """The broker's instructions per message sent one by one, or in batches of 32."""
+def broker_per_send(work: Path, n: int, *, batch: bool = False, auto: bool = False) -> float:
+    """The broker's instructions per message sent one by one, in batches of 32, or one by one
+    through auto-batching."""
     sender = program(work, "producer", PRODUCER_PROGRAM)
-    mode = ["batch"] if batch else []
+    mode = ["batch"] if batch else ["auto"] if auto else []
 
     def run(name: str, count: int) -> None:
         namesrv_port = free_port()
@@ -196,16 +203,19 @@ def broker_per_send(work: Path, n: int, *, batch: bool = False) -> float:
             process.send_signal(signal.SIGINT)
             process.wait()
 
-    return per_message(work, "broker-batch" if batch else "broker", run, n)
+    return per_message(
+        work, "broker-batch" if batch else "broker-auto" if auto else "broker", run, n
+    )
 
 
-def client_per_message(work: Path, n: int) -> tuple[float, float]:
+def client_per_message(work: Path, n: int) -> tuple[float, float, float]:
     namesrv_port = free_port()
     broker, _ = start(standalone_command(namesrv_port, str(work / "client-data"), "--no-grpc"))
     namesrv = f"127.0.0.1:{namesrv_port}"
     try:
         sender = program(work, "producer", PRODUCER_PROGRAM)
         send = per_message(work, "client-send", run_program(work, sender, namesrv), n)
+        auto = per_message(work, "client-auto", run_program(work, sender, namesrv, "auto"), n)
         asyncio.run(fill(namesrv, 2 * (WARM_UP + n)))  # both runs read from the first offset
         consumer = program(work, "consumer", CONSUMER_PROGRAM)
 
@@ -216,7 +226,7 @@ def client_per_message(work: Path, n: int) -> tuple[float, float]:
     finally:
         broker.terminate()
         broker.wait()
-    return send, receive
+    return send, auto, receive
 
 
 def main() -> None:
@@ -253,9 +263,12 @@ def main() -> None:
             rounds = max(512, n // 512 * 512)
             batched = broker_per_send(work, rounds, batch=True)
             rows.append(("broker per message of a batch of 32", batched))
+            auto = broker_per_send(work, n, auto=True)
+            rows.append(("broker per send, auto-batch (256 in flight)", auto))
         if "client" in args.only:
-            send, receive = client_per_message(work, n)
+            send, auto_send, receive = client_per_message(work, n)
             rows.append(("client per send (Producer.send)", send))
+            rows.append(("client per send, auto-batch", auto_send))
             rows.append(("client per consume (PushConsumer + ack)", receive))
     finally:
         shutil.rmtree(work, ignore_errors=True)

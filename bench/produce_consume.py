@@ -7,6 +7,9 @@ this process runs the SDK on uvloop. Rows (1 KiB bodies):
 
   one at a time     await producer.send(...) in a loop
   pipelined         256 sends in flight (asyncio tasks); three rounds, the median by ratio
+  pipelined, auto-batch
+                    the same with Producer(auto_batch=True) (RocketMQ's autoBatch, defaults:
+                    32 KiB of bodies or 10 ms per batch); the batches' mean size beside it
   batch             send_batch of 32 messages
   consume           a PushConsumer reading everything back from the first offset (each body
                     read, each message acked)
@@ -203,23 +206,34 @@ async def bench_mode(flush: str, messages: int, echo: Echo) -> dict[str, Row]:
                 await producer.send(Message(topic=topic, body=body))
             results["one at a time"] = Row(n / (time.perf_counter() - started), ceiling)
 
-            async def worker(count: int) -> None:
+            async def worker(sender: Producer, count: int) -> None:
                 for _ in range(count):
-                    await producer.send(Message(topic=topic, body=body))
+                    await sender.send(Message(topic=topic, body=body))
 
-            # 256 tasks, each sending in turn: 256 sends in flight. Three rounds, each right
-            # after an echo round; the row is the round with the median ratio.
-            rounds = []
+            async def in_flight_rounds(sender: Producer) -> Row:
+                """256 tasks, each sending in turn: 256 sends in flight. Three rounds, each
+                right after an echo round; the row is the round with the median ratio."""
+                rounds = []
+                for _ in range(3):
+                    ceiling = await echo.in_flight()
+                    cpu = CpuShare(process.pid)
+                    await asyncio.gather(*(worker(sender, per_round) for _ in range(256)))
+                    rate = per_round * 256 / (time.perf_counter() - cpu.started)
+                    rounds.append(Row(rate, ceiling, cpu.shares()))
+                rounds.sort(key=lambda row: row.value / row.ceiling)
+                return rounds[1]
+
             per_round = max(1, messages // 3 // 256)
-            for _ in range(3):
-                ceiling = await echo.in_flight()
-                cpu = CpuShare(process.pid)
-                await asyncio.gather(*(worker(per_round) for _ in range(256)))
-                rate = per_round * 256 / (time.perf_counter() - cpu.started)
-                rounds.append(Row(rate, ceiling, cpu.shares()))
+            results["pipelined (256 in flight)"] = await in_flight_rounds(producer)
+            async with Producer(
+                "bench-producer-auto", namesrv=namesrv, auto_batch=True
+            ) as batching:
+                await batching.send(Message(topic=topic, body=body))
+                results["pipelined, auto-batch"] = await in_flight_rounds(batching)
+                accumulator = batching.auto_batch
+                assert accumulator is not None
+                mean_batch = accumulator.messages_sent / max(1, accumulator.batches_sent)
             messages = 3 * per_round * 256
-            rounds.sort(key=lambda row: row.value / row.ceiling)
-            results["pipelined (256 in flight)"] = rounds[1]
 
             batches = messages // 32 // 16 * 16
 
@@ -232,7 +246,8 @@ async def bench_mode(flush: str, messages: int, echo: Echo) -> dict[str, Row]:
             await asyncio.gather(*(batch_worker(batches // 16) for _ in range(16)))
             rate = batches * 32 / (time.perf_counter() - cpu.started)
             results["batch of 32 (16 in flight)"] = Row(rate, ceiling, cpu.shares())
-        total = 1 + n + messages + batches * 32
+        total = 1 + n + messages + (1 + messages) + batches * 32  # (1 + ...): auto-batch
+        results["auto-batch mean size"] = Row(mean_batch)
 
         consumer = PushConsumer(f"bench-consumer-{flush}", namesrv=namesrv, consume_from="first")
         consumer.subscribe(topic, "*")
@@ -351,6 +366,10 @@ async def main(args: argparse.Namespace) -> None:
                     print(f"  {name:<30}{value:>12.2f}")
                     continue
                 shares = f"; CPU: SDK {cpu[0]:.0%}, broker {cpu[1]:.0%}" if cpu else ""
+                if name == "pipelined, auto-batch":
+                    shares += f"; {results['auto-batch mean size'].value:.1f} per batch"
+                elif name == "auto-batch mean size":
+                    continue
                 print(
                     f"  {name:<30}{value:>12,.0f} msg/s  {value / ceiling:>7.1%} of the echo"
                     f" ({ceiling:,.0f}/s){shares}"

@@ -1,18 +1,22 @@
-"""Spark reads of the same messages three ways, in one run: the pocketmq data source over the
-commitlog, ``spark.read.json`` over JSON lines and ``spark.read.parquet`` over Parquet.
+"""Spark reads of the same messages four ways, in one run: the JVM and the Python ``pocketmq``
+data sources over the commitlog, ``spark.read.json`` over JSON lines and ``spark.read.parquet``
+over Parquet, for each store size and Spark master asked for.
 
     python bench/spark_read.py                      # 1,000,000 messages, bodies of ~200 bytes
-    python bench/spark_read.py --messages 200000 --runs 3 --data /tmp/pocketmq-bench
+    python bench/spark_read.py --messages 1000000,3000000 --masters 'local[1],local[2]' \
+        --runs 3 --data /tmp/pocketmq-bench
 
 The store is written through ``store.message_store.MessageStore`` (8 topics, tags, two keys
 and a unique key per message, like a producer sends them; bodies are random bytes, so neither
 Parquet's dictionaries nor its compression get them for free); the JSON lines and Parquet files are
 the same rows exported once by the data source, with every column (JSON keeps the body as
-base64, as Spark writes binary). A fourth line is a ceiling: a Python data source yielding
+base64, as Spark writes binary). The JVM source's jar is built (or taken from its cache) and put
+on ``spark.jars``; the Python source is then ``format("pocketmq_python")``. ``--ceiling`` adds a
+line: a ceiling: a Python data source yielding
 batches parsed beforehand, i.e. what Spark itself costs to take these rows from Python. Each timing is a full scan (``write.format("noop")``, which
 materialises every column; ``count()`` would let Parquet and JSON skip the values), the median
-of ``--runs`` warm runs after one warm-up. Goals: the data source at least 1x JSON and at least
-0.5x Parquet.
+of ``--runs`` warm runs after one warm-up. Goals: the JVM source at least 1x Parquet, and
+linear in cores (``local[2]`` about twice ``local[1]``).
 """
 
 from __future__ import annotations
@@ -65,16 +69,15 @@ def write_store(root: Path, messages: int, seed: int = 7) -> float:
     return time.perf_counter() - started
 
 
-def session():  # type: ignore[no-untyped-def]
+def session(master: str, jar: str):  # type: ignore[no-untyped-def]
     from pyspark.sql import SparkSession
 
     spark = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master(master)
+        .config("spark.jars", jar)
         .appName("pocketmq-bench")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
         .config("spark.sql.adaptive.enabled", "false")
         .config("spark.driver.memory", "4g")
         .config("spark.sql.session.timeZone", "UTC")
@@ -136,87 +139,102 @@ def timed(action, runs: int) -> list[float]:  # type: ignore[no-untyped-def]
     return seconds
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--messages", type=int, default=1_000_000)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument(
-        "--data",
-        type=Path,
-        default=None,
-        help="keep the store, JSON and Parquet here and reuse them (default: a temporary folder)",
-    )
-    args = parser.parse_args(argv)
-
-    work = args.data or Path(tempfile.mkdtemp(prefix="pocketmq-bench-"))
+def prepare(work: Path, messages: int) -> tuple[Path, Path, Path]:
+    """The store, and the same rows as JSON lines and Parquet (written once, then reused)."""
     store_dir, json_dir, parquet_dir = work / "store", work / "json", work / "parquet"
-    marker = work / f"written-{args.messages}"
+    marker = work / "written"
     if not marker.exists():
         for path in (store_dir, json_dir, parquet_dir):
             shutil.rmtree(path, ignore_errors=True)
         work.mkdir(parents=True, exist_ok=True)
-        seconds = write_store(store_dir, args.messages)
-        print(f"wrote {args.messages:,} messages through MessageStore in {seconds:.1f} s")
-    commitlog = store_dir / "commitlog"
-    segments = sorted(commitlog.iterdir())
-    print(
-        f"store: {len(segments)} segments, "
-        f"{sum(p.stat().st_size for p in segments) / 2**20:.0f} MiB preallocated"
+        seconds = write_store(store_dir, messages)
+        print(f"wrote {messages:,} messages through MessageStore in {seconds:.1f} s", flush=True)
+    return store_dir, json_dir, parquet_dir
+
+
+def measure(spark, work: Path, messages: int, runs: int, ceiling: bool) -> dict[str, float]:  # type: ignore[no-untyped-def]
+    """Records per second of each route (medians of ``runs``)."""
+    store_dir, json_dir, parquet_dir = prepare(work, messages)
+    marker = work / "written"
+    source = spark.read.format("pocketmq_python").load(str(store_dir))
+    if not marker.exists():
+        source.write.mode("overwrite").json(str(json_dir))
+        source.write.mode("overwrite").parquet(str(parquet_dir))
+        marker.write_text("ok\n")
+    schema = source.schema
+    rows = spark.read.format("pocketmq").load(str(store_dir)).count()
+    assert rows == messages, (rows, messages)
+    routes = {
+        "JVM data source": lambda: spark.read.format("pocketmq").load(str(store_dir)),
+        "Python data source": lambda: spark.read.format("pocketmq_python").load(str(store_dir)),
+        "spark.read.json": lambda: spark.read.schema(schema).json(str(json_dir)),
+        "spark.read.parquet": lambda: spark.read.parquet(str(parquet_dir)),
+    }
+    if ceiling:
+        register_ceiling(spark, store_dir, rows, source.rdd.getNumPartitions())
+        routes["prebuilt batches"] = lambda: spark.read.format("pocketmq_prebuilt").load()
+    results = {}
+    for name, frame in routes.items():
+        seconds = timed(
+            lambda frame=frame: frame().write.format("noop").mode("overwrite").save(), runs
+        )
+        median = statistics.median(seconds)
+        results[name] = rows / median
+        print(
+            f"  {name:20s} full scan {median:6.2f} s  {rows / median:>12,.0f} records/s  "
+            f"(runs: {', '.join(f'{s:.2f}' for s in seconds)})",
+            flush=True,
+        )
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", default="1000000", help="comma-separated store sizes")
+    parser.add_argument("--masters", default="local[2]", help="comma-separated Spark masters")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--ceiling", action="store_true", help="add the prebuilt-batches line")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=None,
+        help="keep the stores, JSON and Parquet here and reuse them (default: a temporary folder)",
     )
+    args = parser.parse_args(argv)
+    sizes = [int(m) for m in args.messages.split(",")]
+    masters = [m.strip() for m in args.masters.split(",") if m.strip()]
 
     from pocketmq import sparkexport
+    from pocketmq.sparkexport.jvm import build_jar
 
-    spark = session()
+    jar = str(build_jar())
+    base = args.data or Path(tempfile.mkdtemp(prefix="pocketmq-bench-"))
+    table: dict[tuple[int, str], dict[str, float]] = {}
     try:
-        sparkexport.register(spark)
-        source = spark.read.format("pocketmq").load(str(store_dir))
-        if not marker.exists():
-            source.write.mode("overwrite").json(str(json_dir))
-            source.write.mode("overwrite").parquet(str(parquet_dir))
-            marker.write_text("ok\n")
-        schema = source.schema
-        rows = source.count()
-        assert rows == args.messages, (rows, args.messages)
-        json_bytes = sum(p.stat().st_size for p in json_dir.glob("*.json"))
-        parquet_bytes = sum(p.stat().st_size for p in parquet_dir.glob("*.parquet"))
-        print(
-            f"rows: {rows:,}; JSON lines {json_bytes / 2**20:.0f} MiB, "
-            f"Parquet {parquet_bytes / 2**20:.0f} MiB"
-        )
-
-        partitions = source.rdd.getNumPartitions()
-        register_ceiling(spark, store_dir, rows, partitions)
-        routes = {
-            "pocketmq data source": lambda: spark.read.format("pocketmq").load(str(store_dir)),
-            "spark.read.json": lambda: spark.read.schema(schema).json(str(json_dir)),
-            "spark.read.parquet": lambda: spark.read.parquet(str(parquet_dir)),
-            "prebuilt batches": lambda: spark.read.format("pocketmq_prebuilt").load(),
-        }
-        results = {}
-        for name, frame in routes.items():
-            seconds = timed(
-                lambda frame=frame: frame().write.format("noop").mode("overwrite").save(),
-                args.runs,
-            )
-            median = statistics.median(seconds)
-            results[name] = rows / median
-            print(
-                f"{name:20s} full scan {median:6.2f} s  {rows / median:>12,.0f} records/s  "
-                f"(runs: {', '.join(f'{s:.2f}' for s in seconds)})"
-            )
-        ours = results["pocketmq data source"]
-        json_ratio = ours / results["spark.read.json"]
-        parquet_ratio = ours / results["spark.read.parquet"]
-        print(
-            f"ratios: {json_ratio:.2f}x spark.read.json (goal >= 1), "
-            f"{parquet_ratio:.2f}x spark.read.parquet (goal >= 0.5); "
-            f"{ours / results['prebuilt batches']:.2f}x the prebuilt-batches ceiling (a Python "
-            "data source yielding already parsed batches: Spark's own share)"
-        )
+        for master in masters:
+            spark = session(master, jar)
+            try:
+                assert sparkexport.register(spark) == "jvm"
+                for messages in sizes:
+                    print(f"{messages:,} messages, {master}:", flush=True)
+                    table[(messages, master)] = measure(
+                        spark, base / f"m{messages}", messages, args.runs, args.ceiling
+                    )
+            finally:
+                spark.stop()
     finally:
-        spark.stop()
         if args.data is None:
-            shutil.rmtree(work, ignore_errors=True)
+            shutil.rmtree(base, ignore_errors=True)
+    routes = list(next(iter(table.values())))
+    print("\n| records | master | " + " | ".join(routes) + " | JVM / Parquet | JVM / Python |")
+    print("|---" * (len(routes) + 4) + "|")
+    for (messages, master), result in table.items():
+        cells = " | ".join(f"{result[r] / 1000:,.0f}k/s" for r in routes)
+        jvm = result["JVM data source"]
+        print(
+            f"| {messages:,} | `{master}` | {cells} | "
+            f"{jvm / result['spark.read.parquet']:.2f}x | {jvm / result['Python data source']:.2f}x |"
+        )
     return 0
 
 

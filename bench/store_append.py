@@ -7,7 +7,7 @@ Rows (1 KiB bodies, each with TAGS, KEYS and a 32-char UNIQ_KEY, 8 queues):
                     (best of three tries in the round)
   store.put         one message per call: commitlog + consume queue + index (2 keys) dispatch,
                     plus a state change record for every 100th message
-  store.put_many    the same in batches of 32
+  store.put_many    the same in batches of 32, and of 100 (a state change every third batch)
   ceiling read      the same commitlog files read sequentially in 8 MiB chunks
   recovery scan     every record checked (magic, lengths, body CRC), as a full recovery does
 
@@ -30,7 +30,7 @@ from pocketmq.store.recovery import scan_records
 from pocketmq.store.state import MessageState
 
 BODY_SIZE = 1024
-BATCH = 32
+BATCHES = (32, 100)
 
 
 def make_messages(count: int) -> list[PutMessage]:
@@ -124,15 +124,16 @@ def main() -> None:
     parser.add_argument("--dir", default=tempfile.gettempdir())
     args = parser.parse_args()
     messages = make_messages(args.messages)
+    many = [f"put_many_{b}" for b in BATCHES]
     rows: dict[str, list[float]] = {
-        k: [] for k in ("ceil_append", "put", "put_many", "ceil_read", "scan")
+        k: [] for k in ("ceil_append", "put", *many, "ceil_read", "scan")
     }
-    ratios: dict[str, list[float]] = {"put": [], "put_many": [], "scan": []}
+    ratios: dict[str, list[float]] = {k: [] for k in ("put", *many, "scan")}
     for round_number in range(args.rounds):
         work = Path(tempfile.mkdtemp(prefix="pocketmq-bench-", dir=args.dir))
         try:
             rate_put, segments = run_store(work / "single", messages, 1)
-            rate_many, _ = run_store(work / "batch", messages, BATCH)
+            rate_many = {b: run_store(work / f"batch{b}", messages, b)[0] for b in BATCHES}
             records = []
             for path in segments:
                 data = path.read_bytes()
@@ -154,15 +155,17 @@ def main() -> None:
             assert scanned >= len(messages)
             rows["ceil_append"].append(rate_ceil)
             rows["put"].append(rate_put)
-            rows["put_many"].append(rate_many)
+            for b in BATCHES:
+                rows[f"put_many_{b}"].append(rate_many[b])
+                ratios[f"put_many_{b}"].append(rate_many[b] / rate_ceil)
             rows["ceil_read"].append(read_rate)
             rows["scan"].append(scan_rate)
             ratios["put"].append(rate_put / rate_ceil)
-            ratios["put_many"].append(rate_many / rate_ceil)
             ratios["scan"].append(scan_rate / read_rate)
             print(
                 f"round {round_number + 1}: ceiling {rate_ceil:,.0f} rec/s, put {rate_put:,.0f}/s, "
-                f"put_many {rate_many:,.0f}/s, read {read_rate / 1e6:,.0f} MB/s, scan {scan_rate / 1e6:,.0f} MB/s",
+                + "".join(f"put_many x{b} {rate_many[b]:,.0f}/s, " for b in BATCHES)
+                + f"read {read_rate / 1e6:,.0f} MB/s, scan {scan_rate / 1e6:,.0f} MB/s",
                 flush=True,
             )
         finally:
@@ -177,9 +180,11 @@ def main() -> None:
     print(
         f"{'store.put (CQ+index+state)':<34}{median(rows['put']):>12,.0f} r/s{median(ratios['put']):>11.1%}"
     )
-    print(
-        f"{'store.put_many x32':<34}{median(rows['put_many']):>12,.0f} r/s{median(ratios['put_many']):>11.1%}"
-    )
+    for b in BATCHES:
+        name = f"put_many_{b}"
+        print(
+            f"{'store.put_many x' + str(b):<34}{median(rows[name]):>12,.0f} r/s{median(ratios[name]):>11.1%}"
+        )
     print(f"{'ceiling: sequential read':<34}{median(rows['ceil_read']) / 1e6:>11,.0f} MB/s")
     print(
         f"{'recovery scan (CRC checked)':<34}{median(rows['scan']) / 1e6:>11,.0f} MB/s{median(ratios['scan']):>11.1%}"

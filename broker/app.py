@@ -12,8 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import ipaddress
 import logging
 import os
+import random
+import socket
 import ssl
 import tempfile
 from collections.abc import Callable
@@ -26,6 +29,8 @@ from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.core import BrokerCore
 from pocketmq.broker.handlers import (
     admin,
+    admin_control,
+    admin_stats,
     clients,
     inspect,
     pop,
@@ -35,7 +40,12 @@ from pocketmq.broker.handlers import (
     send,
     transaction,
 )
+from pocketmq.broker.handlers.broker_config import (
+    handle_get_broker_config,
+    handle_update_broker_config,
+)
 from pocketmq.broker.handlers.filter_check import handle_check_client_config
+from pocketmq.broker.handlers.pop_lite import RemotingLite
 from pocketmq.broker.handlers.reply import handle_reply
 from pocketmq.broker.handlers.transaction import RemotingCheckSource
 from pocketmq.broker.namesrv import NameServer
@@ -62,13 +72,18 @@ from pocketmq.broker.services.clock import (
     SystemClock,
     parse_duration_ms,
 )
+from pocketmq.broker.services.faults import FaultPlan
 from pocketmq.broker.services.flush import FlushService
+from pocketmq.broker.services.group_admin import GroupAdmin
 from pocketmq.broker.services.groups import GroupManager
+from pocketmq.broker.services.lite import is_lmq
+from pocketmq.broker.services.lite_expiry import LiteExpiry
 from pocketmq.broker.services.locks import LockManager
 from pocketmq.broker.services.long_polling import PullHoldService
 from pocketmq.broker.services.offsets import OffsetManager
 from pocketmq.broker.services.outage import Outage
 from pocketmq.broker.services.pop import PopService
+from pocketmq.broker.services.progress import ProgressService
 from pocketmq.broker.services.pull import PullService
 from pocketmq.broker.services.queries import MessageQueries
 from pocketmq.broker.services.reply import ReplyService
@@ -80,6 +95,7 @@ from pocketmq.broker.services.retention import (
 from pocketmq.broker.services.retry import RetryService
 from pocketmq.broker.services.schedule import ScheduleService
 from pocketmq.broker.services.send import SendService
+from pocketmq.broker.services.stats import BrokerStats
 from pocketmq.broker.services.timer import TimerService
 from pocketmq.broker.services.topics import TopicManager
 from pocketmq.broker.services.transactions import TransactionService
@@ -89,10 +105,15 @@ from pocketmq.store.record import Host
 
 if TYPE_CHECKING:
     from pocketmq.broker.grpc.server import GrpcFrontend, GrpcTls
+    from pocketmq.broker.http.server import HttpFront
 
-__all__ = ["Broker", "access_control", "tls_files"]
+__all__ = ["SEEDED_START_MS", "Broker", "access_control", "store_host", "tls_files"]
 
 log = logging.getLogger("pocketmq.broker")
+
+# Where a seeded broker's manual clock starts when no clock is given (2026-01-01T00:00:00Z):
+# a fixed time, so the timestamps of a seeded run are the same in every run.
+SEEDED_START_MS = 1_767_225_600_000
 
 
 def tls_files(config: BrokerConfig) -> tuple[Path, Path]:
@@ -104,6 +125,26 @@ def tls_files(config: BrokerConfig) -> tuple[Path, Path]:
         folder = Path(tempfile.mkdtemp(prefix="pocketmq-tls-"))
     hosts = (config.host, config.advertised_host or config.host)
     return ensure_certificate(folder, hosts, config.tls_cert, config.tls_key)
+
+
+def store_host(config: BrokerConfig) -> Host:
+    """The store host of records and offset message IDs: the advertised address, its name
+    resolved as RocketMQ's InetSocketAddress(brokerIP1, port) does (``--advertise broker-a``,
+    ``localhost``); a name that does not resolve falls back to the listening host's address
+    (127.0.0.1 for a name there too), with the advertised port kept."""
+    port = config.advertised_port or config.port
+    for name in (config.advertised_host or config.host, config.host):
+        try:
+            return Host(ipaddress.ip_address(name.strip("[]")).packed, port)
+        except ValueError:
+            pass
+        try:
+            found = socket.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError):
+            continue
+        if found:
+            return Host(ipaddress.ip_address(found[0][4][0]).packed, port)
+    return Host(ipaddress.ip_address("127.0.0.1").packed, port)
 
 
 def access_control(config: BrokerConfig) -> AccessControl | None:
@@ -139,11 +180,16 @@ class Broker(BrokerCore):
         clock: Clock | None = None,
         namesrv: bool | None = None,
         limits: ServerLimits | None = None,
+        seed: int | None = None,
     ) -> None:
         """``Broker(config)`` runs a broker as configured (the CLI does this). The short form for
         tests of applications, ``Broker(port=0, store=None, clock=ManualClock())``, runs an
         embedded broker: in-memory store unless ``store`` is a path, and an in-process name
-        server (``namesrv_address``) the SDK can be pointed at."""
+        server (``namesrv_address``) the SDK can be pointed at.
+
+        ``seed`` (or ``config.seed``) makes a run repeatable: the broker's random choices (the
+        queue of a send to queue -1) come from ``random.Random(seed)``, and without a
+        ``clock`` it runs on a manual clock starting at ``SEEDED_START_MS``."""
         if config is None:
             config = BrokerConfig(
                 port=0 if port is None else port, data_dir=None if store is None else Path(store)
@@ -159,15 +205,27 @@ class Broker(BrokerCore):
         self.acl = access_control(config)
         guard = self.acl.check_remoting if self.acl is not None else None
         self.embedded_namesrv: NameServer | None = NameServer(guard=guard) if namesrv else None
+        self.seed = seed if seed is not None else config.seed
+        if clock is None and self.seed is not None:
+            clock = ManualClock(SEEDED_START_MS)
         self.clock = clock or SystemClock()
         self.clock_ms: Callable[[], int] = self.clock.now_ms
         self.scheduler = Scheduler(self.clock)
+        self.remoting_lite = RemotingLite()  # remoting lite consumers' subscriptions
         self.server = RemotingServer(
             self._handlers(), name="broker", limits=limits, on_disconnect=self._disconnected
         )
         self.holds = PullHoldService(holds_max=self.config.long_poll_holds_max)
-        self.clients = ClientRegistry(notify=self._notify_consumer_ids_changed)
+        self.stats = BrokerStats(now_ms=self.clock_ms, cluster=config.cluster_name)
+        self.clients = ClientRegistry(notify=self._notify_consumer_ids_changed, stats=self.stats)
         self.locks = LockManager(expiry_ms=self.config.lock_expiry_ms)
+        # Faults a test plans (broker.faults); they outlive a crash and its recovery.
+        self.faults = FaultPlan(
+            now_ms=self.clock_ms, scheduler=self.scheduler, clients=self.clients
+        )
+        if config.data_dir is not None:
+            self.faults.crash_hook = self.crash_and_recover
+        self._namesrv_started = False
         self._tasks: list[asyncio.Task[None]] = []
         self._register_now = asyncio.Event()
         # One connection per name server, for registrations and, at close, the unregistration:
@@ -175,6 +233,8 @@ class Broker(BrokerCore):
         # first would leave the unregistration nothing to remove.
         self._namesrv_connections: dict[str, OutboundConnection] = {}
         self.grpc: GrpcFrontend | None = None
+        self.http: HttpFront | None = None  # the HTTP front (http_port), once listening
+        self._registered = asyncio.Event()  # registered with the name servers once
         self.vip_port: int | None = None  # the VIP channel's port, once listening
         self._tls_files: tuple[Path, Path] | None = None  # certificate, key (tls_files)
         self._started = False
@@ -190,14 +250,15 @@ class Broker(BrokerCore):
 
     async def start(self) -> None:
         config = self.config
-        if self.embedded_namesrv is not None:
+        if self.embedded_namesrv is not None and not self._namesrv_started:
             namesrv_port = await self.embedded_namesrv.start(config.host, 0, self._remoting_ssl())
             config.namesrv_addrs = [f"{config.host}:{namesrv_port}"]
+            self._namesrv_started = True  # it outlives a crash_and_recover
         asked_port = config.port
         config.port = await self.server.start(config.host, config.port, self._remoting_ssl())
         if config.vip_channel:
             await self._listen_vip(0 if asked_port == 0 else config.port - 2)
-        host = Host.parse(config.address)
+        host = store_host(config)
         self._store_host_address, self._store_host_port = host.address, host.port
         store_config = msgspec.structs.replace(config.store, store_host=host)
         config_dir = None
@@ -265,6 +326,7 @@ class Broker(BrokerCore):
             timeout_ms=config.transaction_timeout_ms,
             check_interval_ms=config.transaction_check_interval_ms,
             check_max=config.transaction_check_max,
+            faults=self.faults,
         )
         self.transactions.check_sources.append(
             RemotingCheckSource(
@@ -285,6 +347,9 @@ class Broker(BrokerCore):
             writer=self.writer,
             retry=self.retry,
             config=config,
+            stats=self.stats,
+            faults=self.faults,
+            rng=random.Random(self.seed) if self.seed is not None else None,
         )
         # request-reply: the cluster's <cluster>_REPLY_TOPIC exists from the start, as in RocketMQ
         self.reply = ReplyService(
@@ -304,6 +369,24 @@ class Broker(BrokerCore):
             cluster_name=config.cluster_name,
             broker_name=config.broker_name,
             in_flight_max=config.pop_in_flight_max,
+            stats=self.stats,
+        )
+        self.progress = ProgressService(
+            store=self.store,
+            topics=self.topics,
+            offsets=self.offsets,
+            groups=self.groups,
+            clients=self.clients,
+            pop=self.pop,
+            stats=self.stats,
+        )
+        self.group_admin = GroupAdmin(
+            store=self.store,
+            topics=self.topics,
+            groups=self.groups,
+            offsets=self.offsets,
+            clients=self.clients,
+            clock_ms=self.clock_ms,
         )
         self.pulls = PullService(
             topics=self.topics,
@@ -321,9 +404,14 @@ class Broker(BrokerCore):
         self.schedule.start()
         self.timer.start()
         self.pop.start()
+        self.lite_expiry = LiteExpiry(
+            self.topics, self.groups, self.pop, self.clock_ms, started_ms=self.clock_ms()
+        )
         self.transactions.start()
         if config.grpc_port is not None:
             await self._start_grpc()
+        if config.http_port is not None:
+            await self._start_http()
         self.retention = RetentionService(
             self.store,
             RetentionPolicy(
@@ -340,12 +428,13 @@ class Broker(BrokerCore):
             readers=broker_readers(self.offsets, self.schedule, self.timer),
             guard=self.send.disk,  # one guard: one WARNING, one refusal for every front
         )
-        self.scheduler.after_advance = self.retention.run
+        self.scheduler.after_advance = self._after_advance
         self.scheduler.start()
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="broker-housekeeping"))
         self._tasks.append(asyncio.create_task(self._clean_loop(), name="broker-retention"))
+        self._tasks.append(asyncio.create_task(self.stats.run(), name="broker-stats"))
         if config.namesrv_addrs:
-            registered = asyncio.Event()
+            registered = self._registered
             self._tasks.append(
                 asyncio.create_task(self._register_loop(registered), name="broker-register")
             )
@@ -384,9 +473,37 @@ class Broker(BrokerCore):
             log.info("no access control: open to every client on this machine (%s)", config.address)
 
     async def close(self) -> None:
+        await self._stop(crashed=False)
+
+    async def crash_and_recover(self) -> None:
+        """Stop as a killed process would (connections cut, no final flush, no offsets or
+        progress saved, the store's ``abort`` left and no clean-stop record) and start again
+        from the same data folder on the same ports: the store's recovery runs for real
+        (``store.recovery_report``). Under sync flush every acknowledged message survives."""
+        if self.config.data_dir is None:
+            raise RuntimeError("an in-memory broker has no files to recover: crash needs a store")
+        if not self._started:
+            raise RuntimeError("the broker is not running")
+        log.warning("broker %s crashes (a planned fault)", self.config.broker_name)
+        await self._stop(crashed=True)
+        # What start() makes anew; the clock, the faults and the name server carry over.
+        self.scheduler = Scheduler(self.clock)
+        self.faults.scheduler = self.scheduler
+        self._tasks = []
+        self._register_now = asyncio.Event()
+        self._registered = asyncio.Event()
+        self.locks = LockManager(expiry_ms=self.config.lock_expiry_ms)  # lost with the process
+        await self.start()
+        log.warning(
+            "broker %s recovered: %s", self.config.broker_name, self.store.recovery_report.summary()
+        )
+
+    async def _stop(self, *, crashed: bool) -> None:
         if not self._started:
             return
         self._started = False
+        if self.http is not None:
+            await self.http.close()
         if self.grpc is not None:
             await self.grpc.close()
         for task in self._tasks:
@@ -397,12 +514,21 @@ class Broker(BrokerCore):
                 await asyncio.wait({task}, timeout=1.0)
             with contextlib.suppress(asyncio.CancelledError):
                 task.result()
-        if self.config.namesrv_addrs:
+        if self.config.namesrv_addrs and not crashed:
             await self._unregister()
+        elif crashed:  # a killed process's connections just drop
+            for connection in self._namesrv_connections.values():
+                await connection.close()
+            self._namesrv_connections.clear()
         await self.server.close()
         self.holds.wake_all()
         await self.scheduler.close()
         await self.flush.close()
+        if crashed:
+            self.topics.close()
+            self.groups.close()
+            self.store.crash_for_test()
+            return
         for what, save in (
             ("delay-level progress", self.schedule.persist),
             ("the timer's progress", self.timer.persist),
@@ -475,6 +601,59 @@ class Broker(BrokerCore):
         )
         config.grpc_port = await self.grpc.start()
 
+    async def _start_http(self) -> None:
+        from pocketmq.broker.http.health import FrontPorts
+        from pocketmq.broker.http.server import HttpFront, HttpSettings
+
+        config = self.config
+        assert config.http_port is not None
+        self.http = HttpFront(
+            self,
+            HttpSettings(
+                host=config.host,
+                port=config.http_port,
+                acl=self.acl,
+                advertised_host=config.advertised_host or config.host,
+            ),
+            FrontPorts(
+                ports=lambda: {
+                    "remoting": config.port,
+                    "vip_channel": self.vip_port,
+                    "grpc": config.grpc_port if self.grpc is not None else None,
+                },
+                registered=lambda: not config.namesrv_addrs or self._registered.is_set(),
+                stopping=lambda: not self._started,
+            ),
+            self._describe,
+        )
+        try:
+            config.http_port = await self.http.start()
+        except OSError as error:
+            # As the VIP channel: clients are served without it; the log says why it is off.
+            log.warning("HTTP front off: %s", error)
+            self.http = None
+
+    def _describe(self) -> dict[str, object]:
+        """Who this broker is and where it listens (the HTTP front's /api/broker)."""
+        config = self.config
+        return {
+            "broker_name": config.broker_name,
+            "cluster_name": config.cluster_name,
+            "broker_id": config.broker_id,
+            "address": config.address,
+            "vip_address": f"{config.host}:{self.vip_port}" if self.vip_port else None,
+            "grpc_address": self.grpc_address,
+            "http_address": self.http_address,
+            "namesrv_addrs": list(config.namesrv_addrs),
+            "flush": config.flush,
+            "data_dir": str(config.data_dir) if config.data_dir is not None else None,
+        }
+
+    @property
+    def http_address(self) -> str | None:
+        """Where the HTTP front (health, metrics, admin API) listens, when it runs."""
+        return self.http.address if self.http is not None else None
+
     @property
     def grpc_address(self) -> str | None:
         """Where the official 5.x SDKs connect (``endpoints``), when the gRPC front-end runs."""
@@ -524,8 +703,18 @@ class Broker(BrokerCore):
             RequestCode.DELETE_TOPIC_IN_BROKER: admin.handle_delete_topic,
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: admin.handle_create_group,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: admin.handle_get_all_group_config,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: admin_control.handle_delete_group,
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: admin_control.handle_reset_offset,
+            RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: (
+                admin_control.handle_get_consumer_status
+            ),
+            RequestCode.GET_CONSUMER_RUNNING_INFO: admin_control.handle_get_consumer_running_info,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY: admin_control.handle_consume_message_directly,
+            RequestCode.DELETE_EXPIRED_COMMITLOG: admin_control.handle_delete_expired_commitlog,
             RequestCode.CONSUMER_SEND_MSG_BACK: retry.handle_consumer_send_back,
             RequestCode.POCKETMQ_CLOCK: admin.handle_clock,
+            RequestCode.GET_BROKER_CONFIG: handle_get_broker_config,
+            RequestCode.UPDATE_BROKER_CONFIG: handle_update_broker_config,
             RequestCode.END_TRANSACTION: transaction.handle_end_transaction,
             RequestCode.POCKETMQ_TX: transaction.handle_tx_admin,
             RequestCode.POP_MESSAGE: pop.handle_pop,
@@ -534,9 +723,26 @@ class Broker(BrokerCore):
             RequestCode.PEEK_MESSAGE: pop.handle_peek,
             RequestCode.NOTIFICATION: pop.handle_notification,
             RequestCode.BATCH_ACK_MESSAGE: pop.handle_batch_ack,
+            RequestCode.POP_LITE_MESSAGE: self.remoting_lite.handle_pop_lite,
+            RequestCode.LITE_SUBSCRIPTION_CTL: self.remoting_lite.handle_subscription_ctl,
             RequestCode.RECALL_MESSAGE: recall.handle_recall,
             RequestCode.POCKETMQ_MESSAGE_INFO: inspect.handle_message_info,
             RequestCode.POCKETMQ_DLQ: inspect.handle_dlq,
+            # traffic, progress and clients (read only)
+            RequestCode.GET_CONSUME_STATS: admin_stats.handle_get_consume_stats,
+            RequestCode.GET_TOPIC_STATS_INFO: admin_stats.handle_get_topic_stats_info,
+            RequestCode.GET_BROKER_RUNTIME_INFO: admin_stats.handle_get_broker_runtime_info,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: admin_stats.handle_get_consumer_connection_list,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: admin_stats.handle_get_producer_connection_list,
+            RequestCode.GET_ALL_PRODUCER_INFO: admin_stats.handle_get_all_producer_info,
+            RequestCode.GET_ALL_CONSUMER_OFFSET: admin_stats.handle_get_all_consumer_offset,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: admin_stats.handle_query_topic_consume_by_who,
+            RequestCode.QUERY_TOPICS_BY_CONSUMER: admin_stats.handle_query_topics_by_consumer,
+            RequestCode.GET_BROKER_CONSUME_STATS: admin_stats.handle_get_broker_consume_stats,
+            RequestCode.VIEW_BROKER_STATS_DATA: admin_stats.handle_view_broker_stats_data,
+            RequestCode.GET_TOPIC_CONFIG: admin_stats.handle_get_topic_config,
+            RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: admin_stats.handle_get_subscription_group_config,
+            RequestCode.QUERY_CONSUME_TIME_SPAN: admin_stats.handle_query_consume_time_span,
         }
         handlers = {code: functools.partial(handler, self) for code, handler in table.items()}
         if self.acl is None:
@@ -545,6 +751,7 @@ class Broker(BrokerCore):
 
     def _disconnected(self, connection: Connection) -> None:
         self.clients.connection_lost(connection)
+        self.remoting_lite.connection_lost(connection)
 
     def _notify_consumer_ids_changed(self, group: str, connections: list[Channel]) -> None:
         ext = NotifyConsumerIdsChangedRequestHeader(consumer_group=group).to_ext_fields()
@@ -596,10 +803,22 @@ class Broker(BrokerCore):
     async def _clean_loop(self) -> None:
         while True:
             await asyncio.sleep(self.config.clean_resource_interval_s)
+            self._expire_lite_topics()
             try:
                 self.retention.run()
             except Exception:
                 log.exception("retention pass failed")
+
+    def _after_advance(self) -> None:
+        """Clock-driven work that is not scheduled at a time, after a manual advance."""
+        self._expire_lite_topics()
+        self.retention.run()
+
+    def _expire_lite_topics(self) -> None:
+        try:
+            self.lite_expiry.run_if_due()  # every liteTtlCheckInterval, as RocketMQ checks
+        except Exception:
+            log.exception("lite topic expiry failed")
 
     async def _register_loop(self, registered: asyncio.Event) -> None:
         """Register with every name server now and then every ``register_interval_s`` (or at
@@ -647,13 +866,15 @@ class Broker(BrokerCore):
     async def _register(
         self, connection: OutboundConnection, topics: dict[str, TopicConfig] | None = None
     ) -> None:
-        """Register with the whole topic table, or with only ``topics`` (an increment)."""
-        wrapper = (
-            self.topics.wrapper()
-            if topics is None
-            else TopicConfigSerializeWrapper(
-                topic_config_table=topics, data_version=self.topics.data_version
-            )
+        """Register with the whole topic table, or with only ``topics`` (an increment).
+
+        Lite topics' LMQs are left out, as RocketMQ leaves them out (they have no topic
+        config there): a client routes to the LITE parent, and a broker with thousands of
+        lite topics does not make every route lookup carry them."""
+        table = self.topics.topics if topics is None else topics
+        wrapper = TopicConfigSerializeWrapper(
+            topic_config_table={name: config for name, config in table.items() if not is_lmq(name)},
+            data_version=self.topics.data_version,
         )
         body = encode_json_body(RegisterBrokerBody(topic_config_serialize_wrapper=wrapper))
         request = self._signed(

@@ -24,7 +24,13 @@ class BrokerConfig(msgspec.Struct, kw_only=True):
     vip_channel: bool = True
     # The address clients are told to use (routes, offset message IDs); default host:port.
     advertised_host: str | None = None
+    # The port told with it (``--advertise HOST:PORT``): a container's port mapped to another
+    # on the host. The broker still listens on ``port``; None: ``port``.
+    advertised_port: int | None = None
     namesrv_addrs: list[str] = []
+    # Repeatable runs (tests): the broker's random choices from random.Random(seed), and a
+    # manual clock starting at a fixed time when none is given (Broker(seed=...), --seed).
+    seed: int | None = None
     data_dir: Path | None = None  # None: an in-memory store
     store: StoreConfig = StoreConfig()
     # RocketMQ's flushDiskType. sync: a send is acknowledged after fsync (group commit).
@@ -73,6 +79,9 @@ class BrokerConfig(msgspec.Struct, kw_only=True):
     # The RocketMQ 5.x gRPC front-end (the grpc extra); None: not started. 8081 is the
     # RocketMQ proxy's port.
     grpc_port: int | None = None
+    # The HTTP front (health, Prometheus metrics, the admin JSON API, the dashboard:
+    # docs/http.md); None: not started (the CLI starts it on 8082), 0: any free port.
+    http_port: int | None = None
     # Create a topic a gRPC client asks a route for (message type MIXED). RocketMQ's proxy
     # never does: off by default, so an unknown topic is TOPIC_NOT_FOUND as there.
     grpc_auto_create_topics: bool = False
@@ -90,7 +99,10 @@ class BrokerConfig(msgspec.Struct, kw_only=True):
     # RocketMQ's plain_acl.yml (accounts, permissions, white addresses). With it or with
     # access_keys, every front (remoting, name server, gRPC) checks each request.
     acl_file: Path | None = None
+    # RocketMQ's brokerConfigPath: the broker.conf that UPDATE_BROKER_CONFIG (25) saves changes
+    # into; ``pocketmq broker -c FILE`` sets it to FILE. None: changes last until the stop.
+    config_file: Path | None = None
 
     @property
     def address(self) -> str:
-        return f"{self.advertised_host or self.host}:{self.port}"
+        return f"{self.advertised_host or self.host}:{self.advertised_port or self.port}"

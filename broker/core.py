@@ -13,12 +13,16 @@ from collections.abc import Callable
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.services.clients import ClientRegistry
 from pocketmq.broker.services.clock import Clock, Scheduler
+from pocketmq.broker.services.faults import FaultPlan
 from pocketmq.broker.services.flush import FlushService
+from pocketmq.broker.services.group_admin import GroupAdmin
 from pocketmq.broker.services.groups import GroupManager
+from pocketmq.broker.services.lite_expiry import LiteExpiry
 from pocketmq.broker.services.locks import LockManager
 from pocketmq.broker.services.long_polling import PullHoldService
 from pocketmq.broker.services.offsets import OffsetManager
 from pocketmq.broker.services.pop import PopService
+from pocketmq.broker.services.progress import ProgressService
 from pocketmq.broker.services.pull import PullService
 from pocketmq.broker.services.queries import MessageQueries
 from pocketmq.broker.services.reply import ReplyService
@@ -26,6 +30,7 @@ from pocketmq.broker.services.retention import RetentionService
 from pocketmq.broker.services.retry import RetryService
 from pocketmq.broker.services.schedule import ScheduleService
 from pocketmq.broker.services.send import SendService
+from pocketmq.broker.services.stats import BrokerStats
 from pocketmq.broker.services.timer import TimerService
 from pocketmq.broker.services.topics import TopicManager
 from pocketmq.broker.services.transactions import TransactionService
@@ -62,7 +67,12 @@ class BrokerCore:
     timer: TimerService
     retention: RetentionService
     pop: PopService
+    lite_expiry: LiteExpiry
     transactions: TransactionService
+    stats: BrokerStats  # traffic: messages and bytes in/out, rates, latencies, connections
+    progress: ProgressService  # consume progress and lag, for every view that shows them
+    group_admin: GroupAdmin  # group deletes, resets told to consumers, expired segments now
+    faults: FaultPlan  # faults a test planned (services/faults.py): listed, logged
     _store_host_address: bytes = b""
     _store_host_port: int = 0
 

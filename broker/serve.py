@@ -77,6 +77,7 @@ async def run_broker(
 ) -> None:
     async with Broker(config, clock=clock, limits=limits) as broker:
         grpc = f", grpc {broker.grpc_address}" if broker.grpc_address else ""
+        grpc += f", http {broker.http_address}" if broker.http_address else ""
         await _ready_until_stopped(
             f"pocketmq broker {config.broker_name} ready on {broker.address}{grpc} "
             f"(flush {config.flush})"
@@ -104,6 +105,7 @@ async def run_standalone(
     try:
         async with Broker(config, clock=clock, limits=limits) as broker:
             grpc = f", grpc {broker.grpc_address}" if broker.grpc_address else ""
+            grpc += f", http {broker.http_address}" if broker.http_address else ""
             await _ready_until_stopped(
                 f"pocketmq standalone ready: name server {namesrv_host}:{namesrv_port}, "
                 f"broker {broker.address}{grpc}, data {config.data_dir or 'in memory'}"

@@ -28,9 +28,10 @@ __all__ = ["build_parser", "main"]
 _LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
-def log_level(default: str) -> int:
-    """``$POCKETMQ_LOG_LEVEL`` in any case (``debug``, ``Info``...), else ``default``."""
-    text = os.environ.get("POCKETMQ_LOG_LEVEL", "").strip() or default
+def log_level(default: str, flag: str | None = None) -> int:
+    """``--log-level`` (``flag``), else ``$POCKETMQ_LOG_LEVEL``, in any case (``debug``,
+    ``Info``...), else ``default``."""
+    text = flag or os.environ.get("POCKETMQ_LOG_LEVEL", "").strip() or default
     name = text.upper()
     if name == "WARN":
         name = "WARNING"
@@ -46,7 +47,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         logging.basicConfig(
-            level=log_level("INFO" if getattr(args, "server", False) else "WARNING"),
+            level=log_level(
+                "INFO" if getattr(args, "server", False) else "WARNING",
+                getattr(args, "log_level", None),
+            ),
             format="%(asctime)s %(levelname)s %(name)s: %(message)s",
             stream=sys.stderr,
         )

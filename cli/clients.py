@@ -218,7 +218,10 @@ def group_create(args: argparse.Namespace) -> int:
     async def run() -> int:
         async with _admin(args) as admin:
             brokers = await admin.create_group(
-                args.group, orderly=args.orderly, retry_max_times=args.retry_max_times
+                args.group,
+                orderly=args.orderly,
+                retry_max_times=args.retry_max_times,
+                attributes=",".join(args.attribute) or None,
             )
         rows = [
             {
@@ -226,6 +229,8 @@ def group_create(args: argparse.Namespace) -> int:
                 "broker": name,
                 "orderly": args.orderly,
                 "retry_max_times": args.retry_max_times,
+                # the changes asked for, when there were some
+                **({"attributes": ",".join(args.attribute)} if args.attribute else {}),
             }
             for name in brokers
         ]

@@ -1,4 +1,4 @@
-"""Commands that read files, not servers: ``id decode``, ``store inspect``, ``export``."""
+"""Commands that read files, not servers: ``id decode``, ``store inspect``, ``export``, ``report``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 from .output import iso_ms
 
-__all__ = ["export", "id_decode", "store_inspect"]
+__all__ = ["export", "id_decode", "report", "store_inspect"]
 
 
 def id_decode(args: argparse.Namespace) -> int:
@@ -149,3 +149,16 @@ def export(args: argparse.Namespace) -> int:
         print(f"pocketmq export: {error}", file=sys.stderr)
         return 2
     return export_main(args.store_dir, args.out, args.format, args.topic, progress=not args.quiet)
+
+
+def report(args: argparse.Namespace) -> int:
+    from pocketmq.sparkexport.report import report_main
+    from pocketmq.store.durations import DEFAULT_DELAY_LEVELS
+
+    return report_main(
+        args.store_dir,
+        args.out,
+        every=args.every,
+        delay_levels=args.delay_levels or DEFAULT_DELAY_LEVELS,
+        progress=not args.quiet,
+    )

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import os
-from importlib import metadata
 from typing import Any
 
 from pocketmq.store.durations import DEFAULT_DELAY_LEVELS
 
-from . import clients, offline, servers
+from . import clients, faults, mqadmin, offline, servers, toolkit
+from .options import add_server_options
 
 __all__ = ["build_parser"]
 
@@ -45,32 +45,31 @@ def port(text: str) -> int:
 
 
 def _version() -> str:
+    # Imported here: importlib.metadata and what it loads are ~1 MiB resident and a few
+    # milliseconds in every process, the servers' included, for a flag hardly ever given.
+    from importlib import metadata
+
     try:
         return metadata.version("pocketmq")
     except metadata.PackageNotFoundError:  # run from a checkout that was never installed
         return "unknown (not installed)"
 
 
+class _VersionAction(argparse.Action):
+    """``--version``: argparse's, but the version is read only when the flag is given."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **_: Any) -> None:
+        super().__init__(
+            option_strings, dest=dest, default=argparse.SUPPRESS, nargs=0, help="show the version"
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(f"pocketmq {_version()}")
+        parser.exit()
+
+
 def _add_namesrv(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--namesrv",
-        metavar="ADDRS",
-        default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876"),
-        help="name servers, ';'-separated (default $NAMESRV_ADDR, else 127.0.0.1:9876)",
-    )
-    # every command that takes --namesrv talks to servers: it can sign for their ACL
-    parser.add_argument(
-        "--access-key",
-        metavar="AK",
-        default=os.environ.get("POCKETMQ_ACCESS_KEY") or None,
-        help="sign requests with this ACL account (default $POCKETMQ_ACCESS_KEY)",
-    )
-    parser.add_argument(
-        "--secret-key",
-        metavar="SK",
-        default=os.environ.get("POCKETMQ_SECRET_KEY") or None,
-        help="its secret key (default $POCKETMQ_SECRET_KEY)",
-    )
+    add_server_options(parser, "--namesrv")
 
 
 def _add_broker(parser: argparse.ArgumentParser) -> None:
@@ -104,29 +103,35 @@ def _actions(parser: argparse.ArgumentParser) -> argparse._SubParsersAction:
 
 def _add_server_options(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(server=True)
+    # Flags default to None: a flag given wins over the config file and the environment, a
+    # flag not given leaves them their say (cli/servers.py, docs/configuration.md).
     parser.add_argument(
-        "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
+        "-c",
+        "--config",
+        metavar="FILE",
+        help="RocketMQ's broker.conf (properties: brokerName, listenPort, namesrvAddr, "
+        "storePathRootDir, flushDiskType, ...; docs/configuration.md); UPDATE_BROKER_CONFIG "
+        "saves into it",
     )
+    _add_log_level(parser)
+    parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=port, help="broker port (default 10911; 0 = any free port)")
     parser.add_argument(
-        "--port", type=port, default=10911, help="broker port (default 10911; 0 = any free port)"
+        "--advertise",
+        metavar="HOST[:PORT]",
+        help="address clients are told to use in routes and offset message IDs (default: "
+        "--host and --port); a PORT here is told while the broker listens on --port (a "
+        "container's mapped port)",
     )
-    parser.add_argument(
-        "--advertise", metavar="HOST", help="host clients are told to use (default: --host)"
-    )
-    parser.add_argument(
-        "--data", default="./pocketmq-data", help="store folder (default ./pocketmq-data)"
-    )
+    parser.add_argument("--data", help="store folder (default ./pocketmq-data)")
     parser.add_argument(
         "--memory", action="store_true", help="keep the store in memory (nothing on disk)"
     )
-    parser.add_argument("--name", default="broker-a", help="broker name (default broker-a)")
-    parser.add_argument(
-        "--cluster", default="DefaultCluster", help="cluster name (default DefaultCluster)"
-    )
+    parser.add_argument("--name", help="broker name (default broker-a)")
+    parser.add_argument("--cluster", help="cluster name (default DefaultCluster)")
     parser.add_argument(
         "--flush",
         choices=("async", "sync"),
-        default="async",
         help="sync: acknowledge a send only after fsync (group commit); async: flush every 500 ms",
     )
     parser.add_argument(
@@ -142,6 +147,14 @@ def _add_server_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-grpc", action="store_true", help="do not start the gRPC front-end")
     parser.add_argument(
+        "--http-port",
+        type=port,
+        metavar="PORT",
+        help="port of the HTTP front: health, Prometheus metrics, admin JSON API, dashboard "
+        "(default 8082; 0 = any free port)",
+    )
+    parser.add_argument("--no-http", action="store_true", help="do not start the HTTP front")
+    parser.add_argument(
         "--no-vip-channel",
         action="store_true",
         help="do not also serve on port - 2 (RocketMQ's VIP channel, fastListenPort)",
@@ -149,7 +162,6 @@ def _add_server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--grpc-tls",
         choices=("permissive", "enforcing", "off"),
-        default="permissive",
         help="TLS on the gRPC port, as RocketMQ's proxy tls.server.mode: permissive (default: "
         "TLS and plaintext on the one port), enforcing (TLS only), off (plaintext only)",
     )
@@ -173,6 +185,23 @@ def _add_server_options(parser: argparse.ArgumentParser) -> None:
         choices=("system", "manual"),
         default="system",
         help="manual: time moves only with `pocketmq time advance` (tests of delays, retries, timers)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        metavar="N",
+        help="repeatable runs: the broker's random choices seeded, and a manual clock starting "
+        "at 2026-01-01T00:00:00Z (docs/testing.md)",
+    )
+
+
+def _add_log_level(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--log-level",
+        type=str.upper,
+        choices=("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL"),
+        metavar="LEVEL",
+        help="debug, info, warning, error or critical (default $POCKETMQ_LOG_LEVEL, else info)",
     )
 
 
@@ -231,6 +260,7 @@ def _servers(commands: argparse._SubParsersAction) -> None:
 
     namesrv = _command(commands, "namesrv", "run a name server")
     namesrv.set_defaults(server=True, handler=servers.namesrv)
+    _add_log_level(namesrv)
     namesrv.add_argument(
         "--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)"
     )
@@ -244,9 +274,8 @@ def _servers(commands: argparse._SubParsersAction) -> None:
     broker.add_argument(
         "--namesrv",
         metavar="ADDRS",
-        default=os.environ.get("NAMESRV_ADDR", "127.0.0.1:9876"),
-        help="name servers to register with, ';'-separated (default $NAMESRV_ADDR, else "
-        "127.0.0.1:9876; empty: none)",
+        help="name servers to register with, ';'-separated (default: namesrvAddr of the "
+        "config file, else $NAMESRV_ADDR, else 127.0.0.1:9876; empty: none)",
     )
     broker.set_defaults(handler=servers.broker)
 
@@ -336,6 +365,17 @@ def _administration(commands: argparse._SubParsersAction) -> None:
         metavar="N",
         help="redeliveries before the dead-letter queue (default 16)",
     )
+    create.add_argument(
+        "--attribute",
+        "-a",
+        action="append",
+        default=[],
+        metavar="CHANGES",
+        help="change the group's attributes, mqadmin's syntax: +key=value adds or replaces, "
+        "-key deletes (write --attribute=-key), several comma-separated or the option "
+        "repeated (e.g. +lite.bind.topic=PARENT binds a lite consumer group); attributes not "
+        "named are kept",
+    )
     _add_namesrv(create)
     _add_json(create, "broker")
     create.set_defaults(handler=clients.group_create)
@@ -398,6 +438,99 @@ def _administration(commands: argparse._SubParsersAction) -> None:
         _add_json(parser, "transaction")
 
 
+def _faults(commands: argparse._SubParsersAction) -> None:
+    fault = _actions(_command(commands, "fault", "plan faults on a broker, list and clear them"))
+    listing = _command(fault, "list", "every fault: planned, and fired with what it did")
+    listing.set_defaults(handler=faults.fault_list)
+    inject = _command(
+        fault,
+        "inject",
+        "plan a fault for the next sends, check-back answers or pulls; or cut a client's "
+        "connections, or crash the broker and recover its store, now",
+    )
+    inject.add_argument(
+        "kind",
+        help="system-busy, flush-disk-timeout, slave-not-available, redeliver (sends); "
+        "drop-check, delay-check (check-back answers); delay-pull; close-connection, crash (now)",
+    )
+    inject.add_argument("--times", type=positive_int, help="how many events (default 1)")
+    inject.add_argument("--topic", help="only events of this topic (default any)")
+    inject.add_argument(
+        "--delay", metavar="DURATION", help="delay-check, delay-pull: 30s, 2m, 250ms (broker clock)"
+    )
+    inject.add_argument("--client-id", help="close-connection: the client's ID (ip@instance)")
+    inject.set_defaults(handler=faults.fault_inject)
+    clear = _command(fault, "clear", "unplan one fault by its id, or all and forget the fired")
+    clear.add_argument("id", nargs="?", type=positive_int, help="the fault's id (default all)")
+    clear.set_defaults(handler=faults.fault_clear)
+    for parser in (listing, inject, clear):
+        parser.add_argument(
+            "--http",
+            metavar="HOST:PORT",
+            default=os.environ.get("POCKETMQ_HTTP") or "127.0.0.1:8082",
+            help="the broker's HTTP front (default $POCKETMQ_HTTP, else 127.0.0.1:8082)",
+        )
+        _add_json(parser, "fault")
+
+
+def _toolkit(commands: argparse._SubParsersAction) -> None:
+    snapshot = _actions(
+        _command(commands, "snapshot", "save, restore or list snapshots of a stopped broker")
+    )
+    save = _command(snapshot, "save", "copy a stopped broker's data folder as snapshot NAME")
+    save.add_argument(
+        "--clock-ms",
+        type=int,
+        metavar="EPOCH_MS",
+        help="the manual clock's time to keep with it (default: the newest message's store time)",
+    )
+    save.add_argument("--replace", action="store_true", help="overwrite a snapshot of that name")
+    save.set_defaults(handler=toolkit.snapshot_save)
+    restore = _command(snapshot, "restore", "put snapshot NAME back as the data folder")
+    restore.set_defaults(handler=toolkit.snapshot_restore)
+    listing = _command(snapshot, "list", "the snapshots saved, one per line")
+    listing.set_defaults(handler=toolkit.snapshot_list, name=None)
+    _add_json(listing, "snapshot")
+    for parser in (save, restore):
+        parser.add_argument(
+            "name", metavar="NAME", help="letters, digits, '.', '_' or '-' (up to 100)"
+        )
+    for parser in (save, restore, listing):
+        parser.add_argument(
+            "--data", default="./pocketmq-data", help="the data folder (default ./pocketmq-data)"
+        )
+        parser.add_argument(
+            "--snapshots", metavar="DIR", help="where snapshots live (default DATA.snapshots)"
+        )
+
+    replay = _command(
+        commands,
+        "replay",
+        "send a store's messages (pocketmq or Apache RocketMQ) again, with their timing, to "
+        "brokers on the manual clock",
+    )
+    replay.add_argument(
+        "store", metavar="STORE", help="the store root (the folder holding commitlog/)"
+    )
+    replay.add_argument(
+        "--speed",
+        type=toolkit.parse_speed,
+        default=1.0,
+        help="how many times faster than the original (default 1; max: no waiting); a manual "
+        "clock moves by every original gap",
+    )
+    replay.add_argument(
+        "--topics",
+        action="append",
+        metavar="TOPICS",
+        help="only these topics, comma-separated or repeated (default: every application topic)",
+    )
+    replay.add_argument("--limit", type=positive_int, metavar="N", help="stop after N messages")
+    replay.add_argument("--quiet", action="store_true", help="no progress lines")
+    _add_namesrv(replay)
+    replay.set_defaults(handler=toolkit.replay)
+
+
 def _offline(commands: argparse._SubParsersAction) -> None:
     ids = _actions(_command(commands, "id", "message IDs"))
     decode = _command(
@@ -444,15 +577,38 @@ def _offline(commands: argparse._SubParsersAction) -> None:
     export.add_argument("--quiet", action="store_true", help="no progress lines")
     export.set_defaults(handler=offline.export)
 
+    report = _command(
+        commands,
+        "report",
+        "the store's analyses (lifecycles, delays, retries, transactions, rates) as one HTML page",
+    )
+    report.add_argument(
+        "store_dir", metavar="STORE_DIR", help="the store root (the folder holding commitlog/)"
+    )
+    report.add_argument("--out", required=True, help="the HTML file to write")
+    report.add_argument(
+        "--every", default="1 minute", help="rate window, a Spark interval (default 1 minute)"
+    )
+    report.add_argument(
+        "--delay-levels",
+        default=None,
+        help="the broker's messageDelayLevel if not RocketMQ's default (1s 5s 10s 30s 1m ...)",
+    )
+    report.add_argument("--quiet", action="store_true", help="no progress lines")
+    report.set_defaults(handler=offline.report)
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pocketmq", description="pocketmq: a RocketMQ-compatible message broker and emulator"
     )
-    parser.add_argument("--version", action="version", version=f"pocketmq {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _servers(commands)
     _messages(commands)
     _administration(commands)
+    _faults(commands)
+    mqadmin.register(commands)  # pocketmq admin <mqadmin command>
     _offline(commands)
+    _toolkit(commands)
     return parser

@@ -22,7 +22,7 @@ Errors are in ``client.errors`` (tree in its docstring); ``ClientError`` is thei
 
 from __future__ import annotations
 
-from .admin import Admin, ClockState, QueueStatus
+from .admin import Admin, ClockState, QueueStatus, ResetOffsetResult, RollbackStats
 from .connection import Credentials
 from .consumer import ConsumeResult, PushConsumer
 from .errors import (
@@ -76,6 +76,8 @@ __all__ = [
     "ReceiptHandle",
     "ReceivedMessage",
     "RequestTimeoutError",
+    "ResetOffsetResult",
+    "RollbackStats",
     "RouteNotFoundError",
     "SendResult",
     "SendStatus",

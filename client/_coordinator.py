@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import random
 from collections.abc import Sequence
 from typing import Final
 
@@ -203,7 +202,8 @@ class Coordinator:
         header = GetConsumerListByGroupRequestHeader(consumer_group=group)
         try:
             response = await self._core.invoke(
-                random.choice(addrs), make_request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, header)
+                self._core.rng.choice(addrs),
+                make_request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, header),
             )
             check_response(response)
             body = decode_json_body(response.body or b"{}", ConsumerListBody)
@@ -328,6 +328,28 @@ class Coordinator:
         log.warning("offset of %s moved to %d", pq.mq, next_offset)
         self._offsets.update(pq.mq, next_offset, increase_only=False)
         await self.drop(pq, persist_oneway=False)
+        self._rebalance_wake.set()
+
+    async def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET (``MQClientInstance.resetOffset``): each owned queue of
+        ``topic`` the table names stops, takes its new offset, commits it and is given up; the
+        rebalance asked for at once takes it again from there."""
+        async with self._rebalance_lock:
+            pqs = [
+                pq for mq, pq in self._fetcher.queues.items() if mq.topic == topic and mq in offsets
+            ]
+            for pq in pqs:  # all stop at once, as the Java client drops them before its pause
+                pq.drop()
+            for pq in pqs:
+                await self.drop(pq, persist_oneway=False)
+                self._offsets.update(pq.mq, offsets[pq.mq], increase_only=False)
+                try:
+                    await self._offsets.persist(pq.mq, oneway=False)
+                except ClientError as e:
+                    log.warning("reset offset of %s not committed: %s", pq.mq, e)
+                if self._options.clustering:
+                    self._offsets.remove(pq.mq)
+                log.info("offset of %s reset to %d", pq.mq, offsets[pq.mq])
         self._rebalance_wake.set()
 
     # -- locks -------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import socket
 import ssl
 import time
@@ -77,8 +78,22 @@ class ClientCore:
         credentials: Credentials | tuple[str, ...] | None = None,
         tls: bool | None = None,
         tls_ca: str | os.PathLike[str] | None = None,
+        seed: int | None = None,
+        clock_ms: Callable[[], int] | None = None,
     ) -> None:
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+            raise ClientUsageError(f"seed must be an int, got {seed!r:.40}")
+        if clock_ms is not None and not callable(clock_ms):
+            raise ClientUsageError(f"clock_ms must be a function giving epoch ms: {clock_ms!r:.40}")
+        # A seed makes a run repeatable (docs/testing.md): the client's random choices come
+        # from it, its instance name and generated IDs too; clock_ms (epoch ms) gives the
+        # times it stamps (born timestamps, the time part of IDs): a manual clock's now_ms.
+        self.seed = seed
+        self.rng = random.Random(seed) if seed is not None else random.Random()
+        self.clock_ms = clock_ms
         self.client_ip = client_ip or local_ip()
+        if instance_name is None and seed is not None:
+            instance_name = f"seed-{seed}"  # not the pid: the same client ID in every run
         self.instance_name = instance_name or f"{os.getpid()}#{time.monotonic_ns()}"
         self.client_id = f"{self.client_ip}@{self.instance_name}"
         self.request_timeout_ms = request_timeout_ms
@@ -204,15 +219,17 @@ class ClientCore:
             if MASTER_ID in data.broker_addrs
         }
 
-    async def invoke(
+    def invoke(
         self, addr: str, cmd: RemotingCommand, timeout_ms: float | None = None
-    ) -> RemotingCommand:
+    ) -> Coroutine[Any, Any, RemotingCommand]:
+        """The request's coroutine, to await (a plain function: no coroutine of its own on the
+        path of every send). ``ClientClosedError`` is raised here, when called."""
         self.check_open()
         timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
         conn = self.pool.cached(addr)
         if conn is not None:  # the common case: two coroutines less
-            return await conn.invoke(cmd, timeout)
-        return await self.pool.invoke(addr, cmd, timeout)
+            return conn.invoke(cmd, timeout)
+        return self.pool.invoke(addr, cmd, timeout)
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
         self.check_open()

@@ -28,12 +28,14 @@ import contextlib
 import dataclasses
 import inspect
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from pocketmq.broker.protocol import RequestCode
 from pocketmq.broker.protocol.headers import ConsumerSendMsgBackRequestHeader
 
+from ._consumer_stats import ConsumerStats
 from ._core import ClientCore
 from ._process_queue import ProcessQueue
 from ._push_common import ConsumeResult, PushOptions, cancel_all, need_lock, wait_event
@@ -81,6 +83,7 @@ class Dispatcher:
         # listener mode: messages poison()ed while their listener runs
         self._poisoned: set[tuple[MessageQueue, int]] = set()
         self.closing = False
+        self.stats: ConsumerStats | None = None  # the facade's, for GET_CONSUMER_RUNNING_INFO
 
     # -- life cycle --------------------------------------------------------------------------
 
@@ -281,6 +284,13 @@ class Dispatcher:
             log.warning("listener returned %r; treated as RECONSUME_LATER", result)
         return ConsumeResult.RECONSUME_LATER
 
+    def _count(self, pq: ProcessQueue, began: float, result: ConsumeResult) -> None:
+        """A message consumed: the queue's last consume time and the consumer's figures."""
+        now = time.monotonic()
+        pq.last_consume_timestamp = int(time.time() * 1000)
+        if self.stats is not None:
+            self.stats.consumed(pq.mq.topic, (now - began) * 1000, ok=result is _SUCCESS)
+
     def submit(self, pq: ProcessQueue, messages: Sequence[ReceivedMessage]) -> None:
         """Concurrent mode: hand messages to the workers (listener) or to receive()."""
         if self.iterating:
@@ -309,7 +319,9 @@ class Dispatcher:
             pq, message = work.popleft()
             if pq.dropped:
                 continue
+            began = time.monotonic()
             result = await self._call_listener(pq, message)
+            self._count(pq, began, result)
             if result is _SUCCESS:
                 self._after_listener(pq, message, result)
             else:
@@ -373,7 +385,9 @@ class Dispatcher:
             async with self._slots:
                 if pq.dropped or self.closing:
                     return
+                began = time.monotonic()
                 result = await self._call_listener(pq, message)
+                self._count(pq, began, result)
             if pq.dropped:
                 return
             if result is ConsumeResult.SUCCESS or not options.clustering:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, Final
 
@@ -31,6 +32,7 @@ from pocketmq.broker.protocol.codes import PullSysFlag
 from pocketmq.broker.protocol.errors import RemoteProtocolError
 from pocketmq.broker.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 
+from ._consumer_stats import ConsumerStats
 from ._core import ClientCore
 from ._process_queue import ProcessQueue
 from ._push_common import (
@@ -90,6 +92,7 @@ class Fetcher:
         self._on_offset_moved = on_offset_moved
         self.queues: dict[MessageQueue, ProcessQueue] = {}
         self.closing = False
+        self.stats: ConsumerStats | None = None  # the facade's, for GET_CONSUMER_RUNNING_INFO
 
     def take(self, mq: MessageQueue, offset: int, *, locked: bool = False) -> ProcessQueue:
         """Own ``mq`` from ``offset`` and start pulling it."""
@@ -168,10 +171,14 @@ class Fetcher:
                 continue
             try:
                 addr = self._core.broker_addr(mq.broker_name)
+                pq.last_pull_timestamp = int(time.time() * 1000)
+                began = loop.time()
                 response = await self._core.invoke(
                     addr, self._pull_request(pq, sub), options.pull_timeout_ms
                 )
-                delay = self._on_pull_response(pq, sub, response)
+                delay = self._on_pull_response(
+                    pq, sub, response, rt_ms=(loop.time() - began) * 1000
+                )
             except (ClientError, RemoteProtocolError) as e:
                 log.debug("pull from %s failed: %s", mq, e)
                 delay = error_delay
@@ -181,7 +188,12 @@ class Fetcher:
                 await asyncio.sleep(delay)
 
     def _on_pull_response(
-        self, pq: ProcessQueue, sub: Subscription, response: RemotingCommand
+        self,
+        pq: ProcessQueue,
+        sub: Subscription,
+        response: RemotingCommand,
+        *,
+        rt_ms: float = 0.0,
     ) -> float | None:
         """Apply a pull response; returns the delay before the next pull (None: stop)."""
         if pq.dropped:
@@ -225,6 +237,8 @@ class Fetcher:
                     next_offset,
                 )
             messages = sub.expression.filter(views, _tags_of)
+            if self.stats is not None:
+                self.stats.pulled(pq.mq.topic, rt_ms, len(messages))
         pq.next_offset = next_offset
         added = pq.add(messages)
         orderly = options.orderly

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import time
 from collections import deque
 from typing import Final
 
@@ -33,6 +34,10 @@ class ProcessQueue:
         self.size_bytes = 0
         self.dropped = False
         self.lock_expires_at = 0.0  # loop time
+        # epoch ms, for GET_CONSUMER_RUNNING_INFO's ProcessQueueInfo
+        self.last_lock_timestamp = 0
+        self.last_pull_timestamp = 0
+        self.last_consume_timestamp = 0
         self.space = asyncio.Event()  # set when messages leave (flow control waits on it)
         self.arrived = asyncio.Event()  # set when messages arrive (orderly waits on it)
         self.lock_changed = asyncio.Event()
@@ -115,6 +120,8 @@ class ProcessQueue:
 
     def set_locked(self, locked: bool, now: float) -> None:
         self.lock_expires_at = now + LOCK_MAX_LIVE_S if locked else 0.0
+        if locked:
+            self.last_lock_timestamp = int(time.time() * 1000)
         self.lock_changed.set()
 
     def lock_valid(self, now: float) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 import uuid
 import zlib
@@ -63,9 +64,12 @@ def request_properties(
     return out
 
 
-def new_correlation_id() -> str:
-    """``CorrelationIdUtil.createCorrelationId``: a random UUID."""
-    return str(uuid.uuid4())
+def new_correlation_id(rng: random.Random | None = None) -> str:
+    """``CorrelationIdUtil.createCorrelationId``: a random UUID (from ``rng``: a seeded
+    client's, the same in every run)."""
+    if rng is None:
+        return str(uuid.uuid4())
+    return str(uuid.UUID(int=rng.getrandbits(128), version=4))
 
 
 def create_reply(

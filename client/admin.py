@@ -24,6 +24,10 @@ or "host:port")::
     await admin.resend_dead_letters("billing")                       # all of them, or ids=[...]
     await admin.transactions()                                       # pending half messages
     await admin.check_transaction("TX-0001")
+
+Groups, offsets and running consumers (``client/_admin_control.py``): ``delete_group``,
+``reset_offset_by_time``, ``consumer_status``, ``consumer_running_info``, ``delete_topic``,
+``consume_message_directly``, ``delete_expired_commitlog``.
 """
 
 from __future__ import annotations
@@ -53,6 +57,9 @@ from pocketmq.broker.protocol.headers import (
 from pocketmq.ids import InvalidMessageIdError, decode_message_id
 
 from . import _queries
+from ._admin_config import AdminConfigMixin
+from ._admin_control import AdminControl, ResetOffsetResult, RollbackStats
+from ._admin_stats import AdminStatsMixin
 from ._core import CoreClient
 from ._duration import Duration, duration_ms
 from .connection import Credentials, check_response, make_request
@@ -69,7 +76,15 @@ from .message import MessageQueue, validate_topic
 from .pull import TOOLS_GROUP, pull_queue
 from .route import AUTO_CREATE_TOPIC, MASTER_ID
 
-__all__ = ["MESSAGE_TYPES", "Admin", "ClockState", "QueueStatus"]
+__all__ = [
+    "MESSAGE_TYPES",
+    "Admin",
+    "ClockState",
+    "QueueStatus",
+    "parse_group_attributes",
+    "ResetOffsetResult",
+    "RollbackStats",
+]
 
 log = logging.getLogger("pocketmq.client.admin")
 
@@ -82,6 +97,28 @@ _NOT_IN_DLQ = "not found in the dead-letter queue"
 MESSAGE_TYPES = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED", "PRIORITY", "LITE")
 _GROUP_CHARS = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 _GROUP_LENGTH_MAX = 255
+
+
+def parse_group_attributes(text: str) -> dict[str, str]:
+    """mqadmin's ``-a`` text as RocketMQ's AttributeParser.parseToMap reads it and a group
+    update carries it: ``"+k=v,-k2"`` -> {"+k": "v", "-k2": ""}; ClientUsageError when an
+    entry is neither ``+key=value`` nor ``-key``, or a key comes twice."""
+    changes: dict[str, str] = {}
+    for raw in text.split(","):
+        entry = raw.strip()
+        if not entry:
+            continue
+        key, equals, value = entry.partition("=")
+        if (equals and (not key.startswith("+") or not value or "=" in value)) or (
+            not equals and not key.startswith("-")
+        ):
+            raise ClientUsageError(f"group attribute {entry!r} is neither +key=value nor -key")
+        if len(key) < 2:
+            raise ClientUsageError(f"group attribute {entry!r} has no key")
+        if key[1:] in {name[1:] for name in changes}:
+            raise ClientUsageError(f"group attribute {key[1:]!r} is given twice in {text!r}")
+        changes[key] = value
+    return changes
 
 
 @dataclass(frozen=True)
@@ -152,8 +189,13 @@ class _TopicStatsTable(msgspec.Struct, rename="camel"):
     offset_table: dict[str, _TopicOffset] = {}
 
 
-class Admin(CoreClient):
-    """Administration client; an async context manager."""
+class Admin(AdminConfigMixin, AdminControl, AdminStatsMixin, CoreClient):
+    """Administration client; an async context manager. Brokers' settings:
+    ``broker_config()`` and ``update_broker_config()`` (``client/_admin_config.py``). Group
+    deletion, offset resets and questions to running consumers: ``client/_admin_control.py``.
+    Consume progress and lag, topic and broker stats, connected clients:
+    ``consumer_progress()``, ``topic_stats()``, ``broker_runtime_info()``,
+    ``consumer_connections()``, ... (``client/_admin_stats.py``)."""
 
     _kind = "admin"
 
@@ -225,6 +267,59 @@ class Admin(CoreClient):
         self._core.routes.forget(topic)
         return list(masters)
 
+    async def update_topic(
+        self,
+        topic: str,
+        *,
+        read_queues: int = 8,
+        write_queues: int = 8,
+        perm: int = int(Perm.READ | Perm.WRITE),
+        order: bool = False,
+        attributes: str | None = None,
+        topic_sys_flag: int = 0,
+        cluster: str | None = None,
+        broker: str | None = None,
+    ) -> dict[str, str]:
+        """UPDATE_AND_CREATE_TOPIC (17) as mqadmin ``updateTopic`` sends it, to the broker at
+        ``broker`` (a name or "host:port"), else to every master broker (of ``cluster``).
+
+        ``perm``: 2 (write), 4 (read) or 6 (both); ``attributes``: changes in mqadmin's ``-a``
+        syntax (``"+message.type=FIFO,-key"``), attributes not named are kept;
+        ``topic_sys_flag``: RocketMQ's unit bits (1 unit topic, 2 has unit subscribers).
+        Returns broker name -> address of the brokers that now have the topic.
+        """
+        self._check_open()
+        validate_topic(topic, for_send=True)
+        for name, value in (("read_queues", read_queues), ("write_queues", write_queues)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ClientUsageError(f"{name} must be a whole number of at least 1: {value!r}")
+        if perm not in (int(Perm.WRITE), int(Perm.READ), int(Perm.READ | Perm.WRITE)):
+            raise ClientUsageError(f"perm must be 2 (write), 4 (read) or 6 (both): {perm!r}")
+        try:  # the same +key=value,-key syntax as a group's
+            parse_group_attributes(attributes or "")
+        except ClientUsageError as error:
+            raise ClientUsageError(str(error).replace("group", "topic", 1)) from None
+        if broker is not None:
+            targets = await self._targets(broker)
+        else:
+            targets = await self._masters(cluster, topic)
+        header = CreateTopicRequestHeader(
+            topic=topic,
+            default_topic=AUTO_CREATE_TOPIC,
+            read_queue_nums=read_queues,
+            write_queue_nums=write_queues,
+            perm=perm,
+            topic_filter_type="SINGLE_TAG",
+            topic_sys_flag=topic_sys_flag,
+            order=order,
+            attributes=attributes or None,
+        )
+        for addr in targets.values():
+            cmd = make_request(RequestCode.UPDATE_AND_CREATE_TOPIC, header)
+            check_response(await self._core.invoke(addr, cmd))
+        self._core.routes.forget(topic)
+        return targets
+
     async def create_group(
         self,
         group: str,
@@ -233,12 +328,16 @@ class Admin(CoreClient):
         retry_max_times: int = 16,
         broadcast: bool = True,
         cluster: str | None = None,
+        attributes: str | None = None,
     ) -> list[str]:
         """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200) on every master broker (of ``cluster``, if
-        given): creates the consumer group, or replaces its whole config.
+        given): creates the consumer group, or replaces its config but for its attributes.
 
         ``orderly``: consumeMessageOrderly (5.x FIFO delivery for the group); ``retry_max_times``:
-        redeliveries before the dead-letter queue; ``broadcast``: consumeBroadcastEnable.
+        redeliveries before the dead-letter queue; ``broadcast``: consumeBroadcastEnable;
+        ``attributes``: changes to the group's attributes in mqadmin's ``-a`` syntax,
+        ``"+key=value,-key"`` (e.g. ``"+lite.bind.topic=parent"`` binds a lite consumer group
+        to its LITE parent topic); attributes not named are kept, as RocketMQ keeps them.
         Returns the names of the brokers that now have the group.
         """
         self._check_open()
@@ -252,6 +351,7 @@ class Admin(CoreClient):
             raise ClientUsageError(f"retry_max_times must be an int: {retry_max_times!r}")
         if retry_max_times < 0:
             raise ClientUsageError(f"retry_max_times must not be negative: {retry_max_times}")
+        changes = parse_group_attributes(attributes or "")
         masters = await self._masters(cluster, f"%RETRY%{group}")
         body = msgspec.json.encode(
             SubscriptionGroupConfig(
@@ -259,12 +359,42 @@ class Admin(CoreClient):
                 consume_message_orderly=orderly,
                 retry_max_times=retry_max_times,
                 consume_broadcast_enable=broadcast,
+                attributes=changes,
             )
         )
         for addr in masters.values():
             cmd = make_request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)
             check_response(await self._core.invoke(addr, cmd))
         return list(masters)
+
+    async def update_group(
+        self,
+        config: SubscriptionGroupConfig,
+        *,
+        cluster: str | None = None,
+        broker: str | None = None,
+    ) -> dict[str, str]:
+        """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (200) with a whole ``config``, as mqadmin
+        ``updateSubGroup`` sends it, to the broker at ``broker`` (a name or "host:port"), else
+        to every master broker (of ``cluster``). ``config.attributes`` holds changes
+        (``parse_group_attributes``). Returns broker name -> address of the brokers asked."""
+        self._check_open()
+        group = config.group_name
+        if not group or len(group) > _GROUP_LENGTH_MAX or not _GROUP_CHARS.match(group):
+            raise ClientUsageError(
+                f"group must be 1-{_GROUP_LENGTH_MAX} characters of %|a-zA-Z0-9_-: {group!r}"
+            )
+        if config.retry_max_times < 0 or config.retry_queue_nums < 0:
+            raise ClientUsageError("retry_max_times and retry_queue_nums must not be negative")
+        if broker is not None:
+            targets = await self._targets(broker)
+        else:
+            targets = await self._masters(cluster, f"%RETRY%{group}")
+        body = msgspec.json.encode(config)
+        for addr in targets.values():
+            cmd = make_request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)
+            check_response(await self._core.invoke(addr, cmd))
+        return targets
 
     async def _masters(self, cluster: str | None, topic: str) -> dict[str, str]:
         """Master broker name -> address, of ``cluster`` if given; ``RouteNotFoundError``

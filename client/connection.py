@@ -171,7 +171,9 @@ class Connection(asyncio.Protocol):
         self._out_frames = 0  # how many
         self._handler_tasks: set[asyncio.Task[None]] = set()
         self._lost_reason: str | None = None
-        self._closed = asyncio.get_running_loop().create_future()
+        # Kept: on Python 3.11 every asyncio.get_running_loop() is a getpid() system call.
+        self._loop = asyncio.get_running_loop()
+        self._closed = self._loop.create_future()
 
     # -- opening and closing ---------------------------------------------------------------
 
@@ -300,7 +302,7 @@ class Connection(asyncio.Protocol):
         self._check_open()
         if self.credentials is not None:
             self._sign(cmd)
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         deadline = loop.time() + timeout_ms / 1000
         # This runs for every request: the common case (a free slot, a socket buffer with room)
         # costs no semaphore, no asyncio.timeout and no extra coroutine; only the waits do.
@@ -315,7 +317,7 @@ class Connection(asyncio.Protocol):
             if deadline < self._expiry_at:
                 self._schedule_expiry(deadline)
             try:
-                self._send(parts)
+                self._send(parts, alone=self._session.requests_pending == 1)
                 if self._paused:
                     await self._wait_for_drain(deadline, cmd.code, timeout_ms)
                 return await future
@@ -338,11 +340,11 @@ class Connection(asyncio.Protocol):
         if self._expiry is not None:
             self._expiry.cancel()
         self._expiry_at = when
-        self._expiry = asyncio.get_running_loop().call_at(when, self._expire_due)
+        self._expiry = self._loop.call_at(when, self._expire_due)
 
     def _expire_due(self) -> None:
         self._expiry, self._expiry_at = None, math.inf
-        now = asyncio.get_running_loop().time()
+        now = self._loop.time()
         expired, next_at = self._session.expire(now)
         for future, code, timeout_ms in expired:
             if not future.done():
@@ -409,15 +411,20 @@ class Connection(asyncio.Protocol):
             credentials.security_token,
         )
 
-    def _send(self, parts: list[bytes]) -> None:
-        # The callers have checked the connection is open. The first frame of a turn of the
-        # event loop goes out at once (a lone request waits for nothing); the frames after it
+    def _send(self, parts: list[bytes], *, alone: bool = False) -> None:
+        # The callers have checked the connection is open. A request sent while no other one
+        # waits for its answer (``alone``: one send awaited at a time) is written at once and
+        # nothing is corked: no end-of-turn callback, so no extra turn of the event loop per
+        # send. Otherwise the first frame of a turn goes out at once and the frames after it
         # in the same turn are corked and go out together at the end of the turn or every
         # FRAMES_PER_WRITE, so many sends in flight do not cost one syscall each.
         if self._out is None:
-            self._out = []
-            asyncio.get_running_loop().call_soon(self._flush_out)
             assert self._transport is not None
+            if alone:
+                self._transport.writelines(parts)
+                return
+            self._out = []
+            self._loop.call_soon(self._flush_out)
             self._transport.writelines(parts)
         else:
             out = self._out

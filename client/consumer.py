@@ -50,10 +50,12 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from os import PathLike
 from typing import Final, Literal
 
+from ._admin_requests import ConsumerAdminRequests
+from ._consumer_stats import ConsumerStats
 from ._coordinator import Coordinator
 from ._core import CoreClient
 from ._dispatcher import Dispatcher
@@ -164,6 +166,8 @@ class PushConsumer(CoreClient):
         request_timeout_ms: float = 3000,
         close_timeout_ms: float = 5000,
         check_crc: bool = True,
+        seed: int | None = None,
+        clock_ms: Callable[[], int] | None = None,
     ) -> None:
         if not group:
             raise ClientUsageError("consumer group must not be empty")
@@ -211,6 +215,8 @@ class PushConsumer(CoreClient):
             tls_ca=tls_ca,
             request_timeout_ms=request_timeout_ms,
             route_refresh_interval_s=route_refresh_interval_s,
+            seed=seed,
+            clock_ms=clock_ms,
         )
         core = self._core
         self._offsets: OffsetStore
@@ -233,6 +239,19 @@ class PushConsumer(CoreClient):
         )
         self._coordinator = Coordinator(
             core, self, self._offsets, self._subscriptions, self._fetcher, self._dispatcher
+        )
+        # what a broker asks for an administrator (running info, reset, direct consumption)
+        self._stats = self._fetcher.stats = self._dispatcher.stats = ConsumerStats()
+        self._started_ms = 0
+        self._admin_requests = ConsumerAdminRequests(
+            core,
+            self,
+            offsets=self._offsets,
+            subscriptions=self._subscriptions,
+            fetcher=self._fetcher,
+            coordinator=self._coordinator,
+            stats=self._stats,
+            started_ms=lambda: self._started_ms,
         )
 
     # -- properties --------------------------------------------------------------------------
@@ -295,7 +314,9 @@ class PushConsumer(CoreClient):
         """Register with the brokers, take queues and start pulling."""
         if self.consume_timestamp_ms is None:
             self.consume_timestamp_ms = int(time.time() * 1000) - _CONSUME_TIMESTAMP_DEFAULT_MS
+        self._started_ms = int(time.time() * 1000)
         self._dispatcher.start(iterating=self.listener is None)
+        self._admin_requests.install()
         await self._offsets.load()
         await self._coordinator.start()
 

@@ -15,6 +15,9 @@ Behaviour follows RocketMQ's ``DefaultMQProducer``:
   such sends retry on the same queue, never another, so order is kept;
 * batches are SEND_BATCH_MESSAGE (320): one topic, no delay, each message its own
   ``UNIQ_KEY``, at most ``max_message_size`` bytes encoded;
+* ``auto_batch=True`` (off by default, as ``DefaultMQProducer.autoBatch``): concurrent sends to
+  one topic (or one queue, when given or chosen) go together as SEND_BATCH_MESSAGE, each with
+  its own result or error (``_auto_batch.py``);
 * HEART_BEAT (34) with the producer group goes to every master broker the producer talks to,
   before its first send there and every 30 s; UNREGISTER_CLIENT (35) on close;
 * request-reply (RocketMQ 4.6+): ``request`` sends a message carrying ``CORRELATION_ID``,
@@ -51,7 +54,15 @@ from pocketmq.broker.protocol.headers import (
 from pocketmq.broker.protocol.message_codec import encode_batch_texts, encode_properties
 from pocketmq.ids import UniqIdGenerator, V5IdGenerator
 
-from ._core import CoreClient
+from ._auto_batch import (
+    BATCH_MAX_BYTES,
+    BATCH_MAX_DELAY_MS,
+    TOTAL_BATCH_MAX_BYTES,
+    AutoBatchOptions,
+    ProduceAccumulator,
+    can_batch,
+)
+from ._core import ClientCore, CoreClient
 from ._reply import PendingRequests, create_reply, new_correlation_id, request_properties
 from .connection import CLIENT_LANGUAGE, CLIENT_VERSION, Credentials, check_response, make_request
 from .errors import (
@@ -107,6 +118,24 @@ _STATUS_BY_CODE: Final[dict[int, SendStatus]] = {
 _Pick = Callable[[TopicRoute, str | None], MessageQueue]
 
 
+def _id_generator(scheme: str, core: ClientCore) -> UniqIdGenerator | V5IdGenerator:
+    """The message-ID generator of a producer; seeded, its random parts (the 4.x
+    discriminator, the pid and MAC parts) come from the client's seed and its sequence is its
+    own, so a seeded run gives the same IDs every time (with ``clock_ms`` fixing the time)."""
+    if core.seed is None:
+        return V5IdGenerator() if scheme == "v5" else UniqIdGenerator(core.client_ip)
+    rng = random.Random(core.seed)  # its own: IDs do not depend on other random choices
+    now_ms = core.clock_ms or _wall_clock_ms
+    pid = rng.getrandbits(16)
+    if scheme == "v5":
+        return V5IdGenerator(mac=rng.getrandbits(48), pid=pid, now_ms=now_ms, private=True)
+    return UniqIdGenerator(core.client_ip, pid=pid, now_ms=now_ms, rng=rng)
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
 class Producer(CoreClient):
     """Sends messages; an async context manager (``start()`` / ``close()``).
 
@@ -121,6 +150,14 @@ class Producer(CoreClient):
     * ``heartbeat_interval_s`` (30), ``route_refresh_interval_s`` (30)
     * ``requests_inflight_max`` (1024): per connection, requests waiting for a response
     * ``instance_name``: the part after ``@`` of the client id (default ``pid#nanotime``)
+    * ``auto_batch`` (False): gather concurrent sends into batches, flushed after
+      ``batch_max_delay_ms`` (10) or past ``batch_max_bytes`` of bodies (32 KiB); sends wait
+      while ``total_batch_max_bytes`` (32 MiB) of bodies are held (RocketMQ's
+      ``autoBatch``, ``batchMaxDelayMs``, ``batchMaxBytes``, ``totalBatchMaxBytes``)
+    * ``seed``: a repeatable run: the first queue of the round robin, the instance name
+      (``seed-<seed>``) and the generated IDs' random parts from it; ``clock_ms`` (epoch ms,
+      default the wall clock): the born timestamps and the time part of IDs, e.g. a manual
+      clock's ``now_ms`` (docs/testing.md)
     """
 
     _kind = "producer"
@@ -143,9 +180,17 @@ class Producer(CoreClient):
         credentials: Credentials | tuple[str, str] | None = None,
         tls: bool | None = None,
         tls_ca: str | os.PathLike[str] | None = None,
+        auto_batch: bool = False,
+        batch_max_delay_ms: float = BATCH_MAX_DELAY_MS,
+        batch_max_bytes: int = BATCH_MAX_BYTES,
+        total_batch_max_bytes: int = TOTAL_BATCH_MAX_BYTES,
+        seed: int | None = None,
+        clock_ms: Callable[[], int] | None = None,
     ) -> None:
         if not group:
             raise ClientUsageError("producer group must not be empty")
+        # checked whether auto_batch is on or not, as RocketMQ's setters check them
+        batch_options = AutoBatchOptions(batch_max_delay_ms, batch_max_bytes, total_batch_max_bytes)
         if retries < 0:
             raise ClientUsageError("retries must be >= 0")
         if unique_id_scheme not in ("v5", "v4"):
@@ -167,10 +212,11 @@ class Producer(CoreClient):
             requests_inflight_max=requests_inflight_max,
             route_refresh_interval_s=route_refresh_interval_s,
             default_topic_queue_nums=default_topic_queue_nums,
+            seed=seed,
+            clock_ms=clock_ms,
         )
-        self._ids: UniqIdGenerator | V5IdGenerator = (
-            V5IdGenerator() if unique_id_scheme == "v5" else UniqIdGenerator(self._core.client_ip)
-        )
+        self._ids = _id_generator(unique_id_scheme, self._core)
+        self._clock_ms = clock_ms  # None: the wall clock, read inline on every send
         self._counters: dict[str, itertools.count[int]] = {}
         self._valid_topics: set[str] = set()  # checked once, not on every send
         self._send_templates: dict[MessageQueue, tuple[tuple[str, int], dict[str, str]]] = {}
@@ -178,6 +224,21 @@ class Producer(CoreClient):
         # requests waiting for their reply; brokers push replies over any of our connections
         self._requests = PendingRequests()
         self._core.pool.handlers[RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT] = self._requests.on_push
+        self._batcher: ProduceAccumulator | None = None
+        if auto_batch:
+            self._batcher = ProduceAccumulator(
+                batch_options,
+                send_single=self._send_single,
+                send_encoded_batch=self._send_encoded_batch,
+                encoded_bytes_max=lambda: self.max_message_size,
+                wait_timeout_ms=lambda: self.send_timeout_ms,
+            )
+
+    @property
+    def auto_batch(self) -> ProduceAccumulator | None:
+        """The accumulator when ``auto_batch`` is on (its options, ``held_bytes``,
+        ``batches_sent``, ``messages_sent``), else None."""
+        return self._batcher
 
     # -- life cycle (start, close, async with: CoreClient) -----------------------------------
 
@@ -187,7 +248,10 @@ class Producer(CoreClient):
         core.every(core.routes.refresh_interval_s, core.routes.refresh, name="producer-routes")
 
     async def _close(self) -> None:
-        """Stop heartbeats, unregister from the brokers (then the connections close)."""
+        """Send what auto-batching holds, stop heartbeats, unregister from the brokers (then
+        the connections close)."""
+        if self._batcher is not None and self._started:
+            await self._batcher.close()
         await self._core.stop_tasks()
         for task in self._heartbeats.values():
             task.cancel()
@@ -276,7 +340,7 @@ class Producer(CoreClient):
             default_topic_queue_nums=self.default_topic_queue_nums,
             queue_id=mq.queue_id,
             sys_flag=sys_flag,
-            born_timestamp=int(time.time() * 1000),
+            born_timestamp=int(time.time() * 1000) if self._clock_ms is None else self._clock_ms(),
             flag=flag,
             properties=properties,
             reconsume_times=0,
@@ -302,7 +366,7 @@ class Producer(CoreClient):
             )
             self._send_templates[mq] = cached
         ext = cached[1].copy()  # the same keys in the same order: only values change
-        ext["g"] = f"{int(time.time() * 1000):d}"
+        ext["g"] = f"{int(time.time() * 1000) if self._clock_ms is None else self._clock_ms():d}"
         ext["h"] = f"{flag:d}"
         ext["i"] = properties
         return RemotingCommand(
@@ -319,7 +383,9 @@ class Producer(CoreClient):
         queues = route.publish_queues
         counter = self._counters.get(route.topic)
         if counter is None:  # a random start spreads many producers over the queues
-            counter = self._counters[route.topic] = itertools.count(random.randrange(1 << 16))
+            counter = self._counters[route.topic] = itertools.count(
+                self._core.rng.randrange(1 << 16)
+            )
         index = next(counter)
         if last_broker is not None:
             for step in range(len(queues)):
@@ -385,6 +451,20 @@ class Producer(CoreClient):
         pick, may_move = self._pick_for(message, queue, selector, sharding_key)
         body = bytes(message.body)
         flag = message.flag
+        batcher = self._batcher
+        if batcher is not None and can_batch(message):
+            fixed: MessageQueue | None = None
+            if not may_move:  # a queue given or chosen: batched per queue, as RocketMQ's
+                routes = self._core.routes
+                fixed = pick(
+                    routes.fresh(message.topic)
+                    or await routes.get(message.topic, for_publish=True),
+                    None,
+                )
+            tags = message.tags or None
+            return await batcher.send(
+                message.topic, fixed, tags, properties, unique_key, body, flag
+            )
 
         def build(mq: MessageQueue) -> RemotingCommand:
             return self._send_request(mq, properties, body, flag)
@@ -427,7 +507,7 @@ class Producer(CoreClient):
         self._check_open()
         if timeout_s <= 0:
             raise ClientUsageError("timeout_s must be > 0")
-        correlation_id = new_correlation_id()
+        correlation_id = new_correlation_id(self._core.rng if self._core.seed is not None else None)
         timeout_ms = int(timeout_s * 1000)
         request = Message(
             topic=message.topic,
@@ -525,6 +605,12 @@ class Producer(CoreClient):
         topic = messages[0].topic
         if queue is not None and queue.topic != topic:
             raise ClientUsageError(f"queue {queue} is not a queue of {topic!r}")
+        return await self._send_encoded_batch(topic, queue, body, keys)
+
+    async def _send_encoded_batch(
+        self, topic: str, queue: MessageQueue | None, body: bytes, keys: Sequence[str]
+    ) -> SendResult:
+        """SEND_BATCH_MESSAGE of an encoded batch, to ``queue`` or one picked round robin."""
         batch_props = self._properties_text(
             {PROPERTY_UNIQ_KEY: self.new_unique_key(), PROPERTY_WAIT: "true"}
         )
@@ -537,6 +623,23 @@ class Producer(CoreClient):
         return await self._send_with_retries(
             topic, pick, build, ",".join(keys), may_move=queue is None
         )
+
+    async def _send_single(
+        self,
+        topic: str,
+        queue: MessageQueue | None,
+        properties: str,
+        body: bytes,
+        flag: int,
+        unique_key: str,
+    ) -> SendResult:
+        """SEND_MESSAGE_V2 of one validated message (an auto-batch of one)."""
+
+        def build(mq: MessageQueue) -> RemotingCommand:
+            return self._send_request(mq, properties, body, flag)
+
+        pick: _Pick = self._round_robin if queue is None else (lambda route, last: queue)
+        return await self._send_with_retries(topic, pick, build, unique_key, may_move=queue is None)
 
     def _master(self, route: TopicRoute, mq: MessageQueue) -> str:
         addr = route.master_addr(mq.broker_name)

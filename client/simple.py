@@ -42,7 +42,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Final, NamedTuple
 
@@ -235,6 +235,8 @@ class SimpleConsumer(CoreClient):
         credentials: Credentials | tuple[str, str] | None = None,
         tls: bool | None = None,
         tls_ca: str | os.PathLike[str] | None = None,
+        seed: int | None = None,
+        clock_ms: Callable[[], int] | None = None,
     ) -> None:
         if not group:
             raise ClientUsageError("consumer group must not be empty")
@@ -254,6 +256,8 @@ class SimpleConsumer(CoreClient):
             tls=tls,
             tls_ca=tls_ca,
             request_timeout_ms=request_timeout_ms,
+            seed=seed,
+            clock_ms=clock_ms,
         )
         self._subscriptions: dict[str, FilterExpression] = {}
         self._turn = itertools.count()

@@ -30,6 +30,7 @@ drawn. The nearly-time decode is off by the borrowed milliseconds.
 from __future__ import annotations
 
 import os
+import random
 import secrets
 import threading
 import weakref
@@ -166,7 +167,8 @@ class UniqIdGenerator:
     ip: the producer's address (default 127.0.0.1; pass the real one, this package does not
     touch sockets). pid: default os.getpid(). discriminator: the first 4-byte discriminator
     (default random). now_ms: time source in epoch ms. tz: zone of the month-relative time
-    field (default: system local zone, as RocketMQ's JVM default).
+    field (default: system local zone, as RocketMQ's JVM default). rng: draw discriminators
+    from it (a seeded, repeatable run) instead of at random, unique in the process.
     """
 
     def __init__(
@@ -177,6 +179,7 @@ class UniqIdGenerator:
         *,
         now_ms: Callable[[], int] = wall_clock_ms,
         tz: tzinfo | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         if discriminator is not None and not -(1 << 31) <= discriminator <= _U32:
             raise ValueError(f"discriminator out of 32-bit range: {discriminator}")
@@ -188,7 +191,10 @@ class UniqIdGenerator:
         self._now_ms = now_ms
         self._tz = tz
         self._lock = threading.Lock()
-        self._discriminator = _claim(None if discriminator is None else discriminator & _U32)
+        # Seeded (rng): discriminators drawn from it, the same in every run, and not checked
+        # against the others of this process (a repeated run repeats its IDs on purpose).
+        self._rng = rng
+        self._discriminator = self._draw(None if discriminator is None else discriminator & _U32)
         self._fresh = True  # the first month keeps the initial discriminator
         self._month_ms = 0
         self._next_month_ms = -(1 << 62)  # forces a month setup on the first call
@@ -205,7 +211,7 @@ class UniqIdGenerator:
     def _start_epoch(self, now: int) -> None:
         # A new month (or an exhausted time field): new discriminator, time field from scratch.
         if not self._fresh:
-            self._discriminator = _claim(None)
+            self._discriminator = self._draw(None)
         self._fresh = False
         year, month = _year_month(now, self._tz)
         self._month_ms = _month_start_of(year, month, self._tz)
@@ -213,6 +219,11 @@ class UniqIdGenerator:
         self._last_t = -1
         self._counter = 0
         self._prefix = f"{self._ip_hex}{self._pid:04X}{self._discriminator:08X}"
+
+    def _draw(self, discriminator: int | None) -> int:
+        if self._rng is None:
+            return _claim(discriminator)
+        return self._rng.getrandbits(32) if discriminator is None else discriminator
 
     def next_id(self) -> str:
         """A new UNIQ_KEY."""

@@ -158,7 +158,8 @@ class V5IdGenerator:
     first_sequence: where the sequence starts (the clients start at 0; tests use it to reach
     the wrap-around quickly). With the default 0, every generator of the process with the same
     MAC and pid shares one sequence, so no two of them give the same ID; another value gives
-    this generator a sequence of its own.
+    this generator a sequence of its own, as ``private=True`` does (a seeded client's: the
+    same IDs in every run of one process, since no other generator advanced its sequence).
     """
 
     def __init__(
@@ -168,6 +169,7 @@ class V5IdGenerator:
         *,
         now_ms: Callable[[], int] = wall_clock_ms,
         first_sequence: int = 0,
+        private: bool = False,
     ) -> None:
         if pid is not None and pid < 0:
             raise ValueError(f"pid must not be negative: {pid}")
@@ -176,7 +178,7 @@ class V5IdGenerator:
         self._mac_hex = pack_mac(uuid.getnode() if mac is None else mac).hex().upper()
         self._pid_pinned = pid is not None
         self._now_ms = now_ms
-        self._private = first_sequence != 0
+        self._private = private or first_sequence != 0
         self._state = _Sequence(first_sequence)
         self._set_pid(os.getpid() if pid is None else pid)
         _live_generators.add(self)

@@ -7,7 +7,10 @@
 Public API (needs the ``spark`` extra; from a pocketmq checkout:
 ``python3 -m pip install -e '.[spark]'``):
 
-* :func:`register` - register the ``pocketmq`` data source (batch and streaming) with a session.
+* :func:`register` - register the ``pocketmq`` data source with a session: the JVM source
+  (``sparkexport/jvm``) when its jar is on the session's classpath, the Python source otherwise.
+* :func:`session` - a SparkSession with the JVM source's jar on ``spark.jars`` (built at first
+  use) and the source registered.
 * :func:`read_store` - ``register`` + ``spark.read.format("pocketmq")...load(store)`` in one call.
 * :func:`read_store_fallback` - the same DataFrame without registering anything
   (``binaryFile`` + ``mapInArrow``), for clusters where Python data sources cannot be registered.
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["FORMAT", "SCHEMA_DDL", "read_store", "read_store_fallback", "register"]
+__all__ = ["FORMAT", "SCHEMA_DDL", "read_store", "read_store_fallback", "register", "session"]
 
 FORMAT = "pocketmq"
 
@@ -32,6 +35,10 @@ def __getattr__(name: str) -> Any:
         from pocketmq.sparkexport.source import register
 
         return register
+    if name == "session":
+        from pocketmq.sparkexport.source import session
+
+        return session
     if name == "read_store":
         from pocketmq.sparkexport.source import read_store
 

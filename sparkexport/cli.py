@@ -3,27 +3,29 @@
 The ``pocketmq`` command line (``cli/``) parses the arguments and calls
 :func:`export_main`; this module imports without pyspark, so a missing extra gives a message,
 not a traceback. The export runs a local Spark session (``local[*]``, or the session already
-active in the process), writes the store's messages with the ``pocketmq`` data source, then
-prints what the walk found: records, bad CRCs, a torn tail, damaged ranges and files in
-``commitlog/`` that are not segments.
+active in the process), writes the store's messages with the ``pocketmq`` data source into one
+folder per topic and day (``topic=Orders/day=2026-11-26/``), showing its progress in bytes read
+and records written, then prints what the walk found: records (and why they are more than the
+rows exported), bad CRCs, a torn tail, damaged ranges and files in ``commitlog/`` that are not
+segments.
 
 Exit status, as the rest of ``pocketmq``: 0 exported, 1 exported but the store is damaged (bad
 CRC, torn tail, damaged range) or the Spark job failed, 2 a wrong argument (not a store, unknown
-format, pyspark missing). A store with no records yet (no ``commitlog/`` segment) exports an
-empty dataset.
+format, pyspark missing, a ``--topic`` with no record in the store). A store with no records yet
+(no ``commitlog/`` segment) exports an empty dataset.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pocketmq.sparkexport._require import SparkMissingError, require_spark
+from pocketmq.sparkexport.session import ExportProgress
 
 __all__ = ["FORMATS", "ExportSummary", "export_main", "local_session", "run_export"]
 
@@ -43,15 +45,38 @@ class ExportSummary:
     damaged: list[str] = field(default_factory=list)
     foreign_files: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    topics_named: list[str] = field(default_factory=list)  # --topic, if any
+    rows_per_topic: dict[str, int] = field(default_factory=dict)
 
     @property
     def damaged_store(self) -> bool:
         return bool(self.bad_crc or self.torn_tails or self.damaged)
 
+    @property
+    def missing_topics(self) -> list[str]:
+        """Topics named with --topic that have no record in the store."""
+        return [t for t in self.topics_named if not self.rows_per_topic.get(t)]
+
+    def explain(self) -> str:
+        """Why the rows exported and the records stored differ."""
+        other = self.records - self.rows
+        if other <= 0:
+            return f"the store holds {self.records:,} records"
+        where = (
+            "in topics not named by --topic or in system topics"
+            if self.topics_named
+            else "in system topics"
+        )
+        return (
+            f"the store holds {self.records:,} records: the other {other:,} are {where} "
+            "(SCHEDULE_TOPIC_XXXX, RMQ_SYS_TRANS_*, pocketmq's rmq_sys_ state records ...), "
+            "which an export leaves out"
+        )
+
     def lines(self) -> list[str]:
         lines = [
             f"exported {self.rows:,} rows to {self.out} ({self.format}) in {self.seconds:.1f} s; "
-            f"the store holds {self.records:,} records"
+            + self.explain()
         ]
         if self.bad_crc:
             lines.append(f"bad CRC: {self.bad_crc} records (exported with crc_ok = false)")
@@ -78,49 +103,71 @@ def _topic_list(topics: Iterable[str] | str | None) -> list[str]:
 
 
 def local_session(app_name: str = "pocketmq-export") -> Any:
-    """The active session, or a new local one with settings that start fast on a laptop."""
+    """The active session, or a new local one that starts fast and quiet on a laptop
+    (``POCKETMQ_SPARK_MASTER``, default ``local[*]``; ``POCKETMQ_SPARK_DRIVER_MEMORY``, 2g)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
+
+    from pocketmq.sparkexport.session import quiet_local_session
 
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    spark = (
-        SparkSession.builder.master(os.environ.get("POCKETMQ_SPARK_MASTER", "local[*]"))
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", os.environ.get("POCKETMQ_SPARK_DRIVER_MEMORY", "2g"))
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.pyspark.python", sys.executable)
-        .getOrCreate()
+    return quiet_local_session(
+        app_name,
+        os.environ.get("POCKETMQ_SPARK_MASTER", "local[*]"),
+        os.environ.get("POCKETMQ_SPARK_DRIVER_MEMORY", "2g"),
     )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
 
 
-class _ProgressWatcher(threading.Thread):
-    """Reports finished tasks of the running stages every half second while a job runs."""
+def _rows_per_topic(spark: Any, fmt: str, target: str) -> dict[str, int]:
+    """Rows per topic in an export folder (the topic is its partition column: cheap)."""
+    try:
+        frame = spark.read.format(fmt).load(target)
+        return {row.topic: row["count"] for row in frame.groupBy("topic").count().collect()}
+    except Exception as error:  # an empty export has no files to infer a schema from
+        if "UNABLE_TO_INFER_SCHEMA" in str(error) or "PATH_NOT_FOUND" in str(error):
+            return {}
+        raise
 
-    def __init__(self, spark: Any, say: Callable[[str], None], label: str) -> None:
-        super().__init__(name="pocketmq-export-progress", daemon=True)
-        self.tracker = spark.sparkContext.statusTracker()
-        self.say = say
-        self.label = label
-        self.done = threading.Event()
 
-    def run(self) -> None:
-        last = None
-        while not self.done.wait(0.5):
-            finished = total = 0
-            for stage_id in self.tracker.getActiveStageIds():
-                info = self.tracker.getStageInfo(stage_id)
-                if info is not None:
-                    finished += info.numCompletedTasks
-                    total += info.numTasks
-            if total and (finished, total) != last:
-                last = (finished, total)
-                self.say(f"{self.label}: {finished}/{total} partitions")
+def _planned(store: str, options: dict[str, Any]) -> tuple[int, int]:
+    """(bytes, ranges) the reader will read: its own partition plan."""
+    from pocketmq.sparkexport.scan import ReadOptions, plan_store
+
+    plan = plan_store(store, ReadOptions.from_options({k: str(v) for k, v in options.items()}))
+    total = 0
+    for part in plan.ranges:
+        end = part.hi
+        if part.last_segment:  # preallocated: the data ends where the zeros begin
+            end = min(end, _data_end(part.path))
+        total += max(0, end - part.lo)
+    return total, len(plan.ranges)
+
+
+def _data_end(path: str) -> int:
+    import mmap
+
+    from pocketmq.sparkexport.scan import nonzero_extent
+
+    with open(path, "rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        if size == 0:
+            return 0
+        with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            return nonzero_extent(view, 0, size)
+
+
+def _bytes_under(target: str) -> int:
+    """Bytes of the data files under a local output folder (0 elsewhere: hdfs://, s3a://)."""
+    total = 0
+    for folder, _dirs, files in os.walk(target):
+        total += sum(
+            os.path.getsize(os.path.join(folder, name))
+            for name in files
+            if not name.startswith(("_", "."))
+        )
+    return total
 
 
 def run_export(
@@ -134,30 +181,47 @@ def run_export(
     mode: str = "overwrite",
 ) -> ExportSummary:
     """Export one store with ``spark`` (any session: local or a cluster's); returns the summary."""
+    from pyspark.sql import functions as F
+
     from pocketmq.sparkexport.source import read_store
 
     say = _say(progress)
     store = os.fspath(store_dir)
     target = os.fspath(out)
     wanted = _topic_list(topics)
-    options: dict[str, Any] = {"topics": wanted} if wanted else {}
+    options: dict[str, Any] = {"topics": ",".join(wanted)} if wanted else {}
     started = time.perf_counter()
-    before = 0
+    before: dict[str, int] = {}
     if mode == "append" and os.path.exists(target):
-        before = spark.read.format(fmt).load(target).count()
-    frame = read_store(spark, store, **options)
-    watcher = _ProgressWatcher(spark, say, f"exporting {store}") if progress else None
-    if watcher:
-        say(f"exporting {store} to {target} ({fmt})")
+        before = _rows_per_topic(spark, fmt, target)
+        if not before:  # nothing to keep (at most the empty file of an export with no rows)
+            mode = "overwrite"
+    # One folder per topic and day (store time, UTC): topic=Orders/day=2026-11-26/part-....
+    frame = read_store(spark, store, **options).withColumn(
+        "day", F.to_date(F.col("store_timestamp"))
+    )
+    watcher = None
+    if progress:
+        planned_bytes, ranges = _planned(store, options)
+        say(f"exporting {store} to {target} ({fmt}, by topic and day)")
+        watcher = ExportProgress(spark, planned_bytes, ranges, None if progress is True else say)
         watcher.start()
     try:
-        frame.write.mode(mode).format(fmt).save(target)
+        frame.write.mode(mode).format(fmt).partitionBy("topic", "day").save(target)
     finally:
         if watcher:
             watcher.done.set()
-            watcher.join()
-    summary = ExportSummary(out=target, format=fmt)
-    summary.rows = spark.read.format(fmt).load(target).count() - before
+    summary = ExportSummary(out=target, format=fmt, topics_named=wanted)
+    after = _rows_per_topic(spark, fmt, target)
+    counts = {t: n - before.get(t, 0) for t, n in after.items()}
+    summary.rows_per_topic = {t: n for t, n in counts.items() if n}
+    summary.rows = sum(summary.rows_per_topic.values())
+    if not after and mode == "overwrite":
+        # No rows: partitionBy wrote no file at all, and a reader could not tell the columns.
+        # One empty file with them (limit 0 reads nothing).
+        frame.limit(0).write.mode("overwrite").format(fmt).save(target)
+    if watcher:
+        watcher.finish(summary.rows, _bytes_under(target))
     say("checking the store (CRCs, torn tail, damaged ranges)")
     for row in read_store(spark, store, report=True).collect():
         if row.foreign_file:
@@ -183,7 +247,8 @@ def export_main(
     """What ``pocketmq export`` runs. ``topics``: topic names (each may hold several, comma
     separated) or None for all; ``progress``: True prints progress and the summary to stderr,
     False/None prints only errors and damage found, a callable receives each line instead.
-    Returns the exit status (0 exported, 1 damaged store or failed job, 2 wrong argument)."""
+    Returns the exit status (0 exported, 1 damaged store or failed job, 2 wrong argument,
+    among them a topic with no record in the store)."""
     from pocketmq.store.reader import check_store_folder
 
     say = _say(progress)
@@ -213,6 +278,15 @@ def export_main(
         print(f"pocketmq export: the export failed: {error}", file=sys.stderr)
         return 1
     lines = summary.lines()
+    missing = summary.missing_topics
+    if missing:  # a misspelt --topic: said in one line, whatever --quiet says
+        found = ", ".join(f"{t} ({n:,} rows)" for t, n in sorted(summary.rows_per_topic.items()))
+        print(
+            f"pocketmq export: no records of topic {', '.join(map(repr, missing))} in {store}"
+            + (f"; exported {found}" if found else "; nothing exported"),
+            file=sys.stderr,
+        )
+        return 2
     say(lines[0])
     for line in lines[1:]:  # damage is reported even when progress is off
         if progress:

@@ -48,7 +48,16 @@ from pocketmq.sparkexport.scan import (  # noqa: E402
 )
 from pocketmq.sparkexport.stream import StoreTail  # noqa: E402
 
-__all__ = ["FORMAT", "PocketMQDataSource", "read_store", "register"]
+__all__ = [
+    "FORMAT",
+    "PYTHON_FORMAT",
+    "PocketMQDataSource",
+    "PocketMQPythonDataSource",
+    "jvm_source_active",
+    "read_store",
+    "register",
+    "session",
+]
 
 FORMAT = "pocketmq"
 
@@ -205,9 +214,100 @@ class PocketMQDataSource(DataSource):
         return PocketMQStreamReader(_store_path(self.options), options, self.options)
 
 
-def register(spark: SparkSession) -> None:
-    """Make ``spark.read.format("pocketmq")`` and ``spark.readStream.format("pocketmq")`` work."""
+class PocketMQPythonDataSource(PocketMQDataSource):
+    """The Python source under a second name, ``pocketmq_python``: when the JVM source holds
+    ``pocketmq`` (Spark refuses a Python source whose name a JVM source already has), streaming
+    reads and a forced Python read go through this name."""
+
+    @classmethod
+    def name(cls) -> str:
+        return PYTHON_FORMAT
+
+
+PYTHON_FORMAT = "pocketmq_python"
+JVM_CLASS = "io.pocketmq.spark.PocketMQSource"
+SOURCE_ENV = "POCKETMQ_SPARK_SOURCE"  # auto (default), jvm or python
+_CHOICES = ("auto", "jvm", "python")
+
+
+def jvm_source_active(spark: SparkSession) -> bool:
+    """Whether ``format("pocketmq")`` resolves to the JVM source in this session (its jar is on
+    the classpath with its service registration)."""
+    try:
+        jvm: Any = spark._jvm  # type: ignore[attr-defined]
+        lookup = jvm.org.apache.spark.sql.execution.datasources.DataSource.lookupDataSource
+        found = lookup(FORMAT, spark._jsparkSession.sessionState().conf())  # type: ignore[attr-defined]
+        return str(found.getName()) == JVM_CLASS
+    except Exception:  # noqa: BLE001 - no JVM source by that name (or a Connect session)
+        return False
+
+
+def register(spark: SparkSession, source: str | None = None) -> str:
+    """Make ``spark.read.format("pocketmq")`` work, with the JVM source when its jar is on the
+    session's classpath and the Python source otherwise; returns which (``"jvm"``/``"python"``).
+
+    ``source`` (else ``$POCKETMQ_SPARK_SOURCE``): ``auto`` (default), ``jvm`` (build the jar if
+    needed and add it to this session with ``ADD JAR``: the session's own thread then finds it;
+    for clusters start the session with it, :func:`session` or ``spark.jars``) or ``python``
+    (refused when the JVM jar is already on the classpath: Spark resolves ``pocketmq`` to it
+    first; ``format("pocketmq_python")`` is the Python source then). Streaming reads are the
+    Python source's: ``pocketmq``, or ``pocketmq_python`` when the JVM source holds the name."""
+    choice = (source or os.environ.get(SOURCE_ENV) or "auto").strip().lower()
+    if choice not in _CHOICES:
+        raise ValueError(f"pocketmq source {choice!r}: choose one of {', '.join(_CHOICES)}")
+    active = jvm_source_active(spark)
+    if choice == "jvm" and not active:
+        from pocketmq.sparkexport.jvm import build_jar
+
+        spark.sql(f"ADD JAR '{build_jar()}'")
+        active = jvm_source_active(spark)
+        if not active:
+            raise RuntimeError(
+                "pocketmq: the JVM source's jar was added but Spark does not find it; start the "
+                "session with it (sparkexport.session(), or spark.jars = "
+                "`python -m pocketmq.sparkexport.jvm build`)"
+            )
+    if choice == "python" and active:
+        raise ValueError(
+            "pocketmq: the JVM source's jar is on this session's classpath, so Spark reads "
+            "format('pocketmq') with it; use format('pocketmq_python') for the Python source"
+        )
+    spark.dataSource.register(PocketMQPythonDataSource)
+    if active:
+        return "jvm"
     spark.dataSource.register(PocketMQDataSource)
+    return "python"
+
+
+def session(
+    master: str = "local[*]",
+    *,
+    app_name: str = "pocketmq",
+    jvm: bool | None = None,
+    config: dict[str, str] | None = None,
+) -> SparkSession:
+    """A SparkSession with the ``pocketmq`` source registered; with the JVM source's jar on
+    ``spark.jars`` (built at first use) unless ``jvm=False``, or ``$POCKETMQ_SPARK_SOURCE`` is
+    ``python``, or the jar cannot be built (no ``javac``: the Python source then)."""
+    choice = os.environ.get(SOURCE_ENV, "auto").strip().lower()
+    want_jvm = jvm if jvm is not None else choice != "python"
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in (config or {}).items():
+        builder = builder.config(key, value)
+    if want_jvm:
+        from pocketmq.sparkexport.jvm import JvmBuildError, build_jar
+
+        try:
+            jar = str(build_jar())
+        except JvmBuildError:
+            if jvm:
+                raise
+        else:
+            jars = (config or {}).get("spark.jars")
+            builder = builder.config("spark.jars", f"{jars},{jar}" if jars else jar)
+    spark = builder.getOrCreate()
+    register(spark, "auto")
+    return spark
 
 
 def read_store(spark: SparkSession, store_dir: str | os.PathLike[str], **options: Any) -> Any:

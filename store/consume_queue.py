@@ -283,6 +283,35 @@ class ConsumeQueue:
                 return True
         return self._put_slow(logical, physical_offset, size, tags_code)
 
+    def put_run(self, logical: int, entries: Sequence[QueueEntry]) -> None:
+        """The entries of ``logical`` on, as :meth:`put` writes them one by one: packed and
+        written at once (once per queue file they reach) when they are the queue's next ones
+        and their slots are allocated (a batch's, secured before its records were appended)."""
+        count = len(entries)
+        if not (
+            count
+            and logical == self._max_logical
+            and self._segments
+            and logical * ENTRY_SIZE >= self._starts[0]
+            and self.has_room(logical + count - 1)
+        ):
+            for at, (physical_offset, size, tags_code) in enumerate(entries, logical):
+                self.put(at, physical_offset, size, tags_code)
+            return
+        pack = ENTRY.pack
+        done = 0
+        while done < count:
+            segment, position = self._locate(logical + done)
+            n = min(count - done, (segment.size - position) // ENTRY_SIZE)
+            segment.view[position : position + n * ENTRY_SIZE] = b"".join(
+                [pack(*entry) for entry in entries[done : done + n]]
+            )
+            done += n
+        self._max_logical = logical + count
+        physical_offset, size, _ = entries[-1]
+        self.max_physical_offset = physical_offset
+        self.last_entry_end = physical_offset + size
+
     def _put_slow(self, logical: int, physical_offset: int, size: int, tags_code: int) -> bool:
         if physical_offset <= self.max_physical_offset and logical < self._max_logical:
             return False
@@ -304,9 +333,9 @@ class ConsumeQueue:
             # RocketMQ's fillPreBlank: so that a reload finds the first real entry.
             for position in range(0, byte_offset - start, ENTRY_SIZE):
                 ENTRY.pack_into(segment.view, position, *FILLER)
-        ENTRY.pack_into(
-            segment.view, byte_offset - self._starts[-1], physical_offset, size, tags_code
-        )
+        # Its own file, which need not be the last: a batch makes the files it reaches first.
+        segment, position = self._locate(logical)
+        ENTRY.pack_into(segment.view, position, physical_offset, size, tags_code)
         self._max_logical = logical + 1
         self.max_physical_offset = physical_offset
         self.last_entry_end = physical_offset + size

@@ -27,7 +27,13 @@ from pocketmq.store import paths
 from pocketmq.store.checkpoint import Checkpoint
 from pocketmq.store.commitlog import CommitLog
 from pocketmq.store.config import StoreConfig
-from pocketmq.store.consume_queue import ENTRY_SIZE, FILLER, ConsumeQueueStore, QueueEntry
+from pocketmq.store.consume_queue import (
+    ENTRY_SIZE,
+    FILLER,
+    ConsumeQueue,
+    ConsumeQueueStore,
+    QueueEntry,
+)
 from pocketmq.store.crc import crc32
 from pocketmq.store.durations import delay_level
 from pocketmq.store.errors import (
@@ -40,8 +46,10 @@ from pocketmq.store.files import Backend, DiskBackend, MemoryBackend
 from pocketmq.store.index import IndexFormatError, IndexService
 from pocketmq.store.javahash import tags_code as compute_tags_code
 from pocketmq.store.record import (
+    ADDRESS_V6,
     BODY_AT_V4,
     CRC_RESERVE,
+    END_FILE_MIN_BLANK_LENGTH,
     HOSTS_V6,
     LOCALHOST,
     MAGIC_V1,
@@ -50,9 +58,12 @@ from pocketmq.store.record import (
     SysFlag,
     check_limits,
     decode_properties,
+    encode_batch,
     encode_properties,
     picking_struct,
     record_intact,
+    stored_length,
+    topic_field,
     unpack_record,
 )
 from pocketmq.store.recovery import (
@@ -84,10 +95,8 @@ from pocketmq.store.topics import SCHEDULE_TOPIC
 _TX_MASK = SysFlag.TRANSACTION_MASK
 _TX_NOT = SysFlag.TRANSACTION_NOT_TYPE
 _TX_COMMIT = SysFlag.TRANSACTION_COMMIT_TYPE
-# A record's bytes beyond its body, topic and properties: the fixed fields with IPv6 hosts, a
-# V2 topic length, the property separator and the whole-record CRC property (an upper bound).
-_RECORD_OVERHEAD_MAX = 128 + CRC_RESERVE
 _TX_ROLLBACK = SysFlag.TRANSACTION_ROLLBACK_TYPE
+_TOPIC_FIELDS_MAX = 4096  # topic -> its TOPIC field, for batches (bounded: topics may be many)
 
 __all__ = ["GetResult", "GetStatus", "MessageStore", "PutMessage", "PutResult", "copy_of"]
 
@@ -255,6 +264,7 @@ class MessageStore:
         # Topics that passed check_limits, with their UTF-8 bytes (reused by every put).
         self._valid_topics: dict[str, bytes] = {}
         self._tags_codes: dict[str, int] = {}
+        self._topic_fields: dict[bytes, bytes] = {}
         self._store_host = self.config.store_host
         self._append_crc = self.config.append_record_crc
         self._index_enable = self.config.message_index_enable
@@ -820,39 +830,164 @@ class MessageStore:
         return self._append(message, topic_bytes, properties, properties_bytes)
 
     def put_many(self, messages: Iterable[PutMessage]) -> list[PutResult]:
-        """Append a batch, in order. Every message is checked first: one that breaks a limit
-        refuses the whole batch and nothing of it is written."""
+        """Append a batch, in order, as one write. Every message is checked first: one that
+        breaks a limit refuses the whole batch and nothing of it is written.
+
+        The records are encoded in one pass straight into one segment (``record.encode_batch``
+        through ``CommitLog.write_batch``: a batch never straddles two segments, and a process
+        killed while it is written leaves none of it); the consume-queue entries of each queue
+        are packed and written together, the index keys queued together. Byte for byte what a
+        loop of :meth:`put` writes, but that the batch starts in the next segment when it does
+        not fit the current one. A batch larger than a segment (only with segments smaller
+        than the defaults) is written as consecutive parts that each fill a segment, each
+        whole or not at all."""
         self._check_open()
+        batch = messages if isinstance(messages, list) else list(messages)
+        if not batch:
+            return []
         prepare = self._prepare
-        prepared = [(message, *prepare(message)) for message in messages]
-        if len(prepared) > 1:
-            self._secure_batch(prepared)
-        append = self._append
-        return [append(*item) for item in prepared]
+        fields_of = self._topic_fields
+        append_crc = self._append_crc
+        store_v6 = int(self._store_host.is_v6)
+        topic_fields: list[bytes] = []
+        properties_list: list[dict[str, str]] = []
+        properties_bytes_list: list[bytes] = []
+        sizes: list[int] = []
+        for message in batch:
+            topic_bytes, properties, properties_bytes = prepare(message)
+            field = fields_of.get(topic_bytes)
+            if field is None:
+                if len(fields_of) >= _TOPIC_FIELDS_MAX:
+                    fields_of.clear()
+                field = fields_of[topic_bytes] = topic_field(topic_bytes)
+            topic_fields.append(field)
+            properties_list.append(properties)
+            properties_bytes_list.append(properties_bytes)
+            sizes.append(
+                stored_length(
+                    len(field),
+                    len(message.body),
+                    properties_bytes,
+                    (len(message.born_host.address) == ADDRESS_V6) + store_v6,
+                    append_crc,
+                )
+            )
+        queue_offsets, runs = self._secure_batch(batch)
+        # A store time per record, as a loop of puts takes them (RocketMQ gives a batch one;
+        # within a millisecond they are the same, and a test clock that ticks sees each).
+        clock = self.clock_ms
+        store_timestamps = [clock() for _ in batch]
+        self.last_store_timestamp = store_timestamps[-1]
+        store_host = self._store_host
+        offsets: list[int] = []
+        parts = _batch_parts(sizes, self.commitlog.segment_size)
+        # the lists themselves for a batch in one part (nearly all): no copies of them
+        whole = len(parts) == 1
+        for first, last, size in parts:
+
+            def encode(
+                view: memoryview,
+                at: int,
+                physical_offset: int,
+                first: int = first,
+                last: int = last,
+            ) -> bytes:
+                return encode_batch(
+                    batch if whole else batch[first:last],
+                    topic_fields if whole else topic_fields[first:last],
+                    properties_bytes_list if whole else properties_bytes_list[first:last],
+                    queue_offsets if whole else queue_offsets[first:last],
+                    sizes if whole else sizes[first:last],
+                    store_timestamps if whole else store_timestamps[first:last],
+                    into=view,
+                    at=at,
+                    physical_offset=physical_offset,
+                    store_host=store_host,
+                    append_crc=append_crc,
+                )
+
+            at = self.commitlog.write_batch(size, encode)
+            for record_size in sizes[first:last]:
+                offsets.append(at)
+                at += record_size
+        return self._dispatch_batch(
+            batch, properties_list, queue_offsets, runs, offsets, sizes, store_timestamps
+        )
+
+    def _dispatch_batch(
+        self,
+        batch: list[PutMessage],
+        properties_list: list[dict[str, str]],
+        queue_offsets: list[int],
+        runs: dict[QueueKey, tuple[ConsumeQueue, int]],
+        offsets: list[int],
+        sizes: list[int],
+        store_timestamps: list[int],
+    ) -> list[PutResult]:
+        """Consume-queue entries (each queue's in one write), index keys and state changes of
+        a batch whose records are written."""
+        entries: dict[QueueKey, list[QueueEntry]] = {key: [] for key in runs}
+        keyed: list[tuple[str, tuple[str, ...], int, int]] = []
+        index_enable = self._index_enable
+        tags_codes = self._tags_codes
+        results: list[PutResult] = []
+        for message, properties, queue_offset, offset, size, store_timestamp in zip(
+            batch, properties_list, queue_offsets, offsets, sizes, store_timestamps, strict=True
+        ):
+            topic = message.topic
+            tx_type = message.sysflag & _TX_MASK
+            if tx_type in (_TX_NOT, _TX_COMMIT):
+                tags = properties.get("TAGS")
+                code = tags_codes.get(tags) if tags else 0
+                if code is None or topic == SCHEDULE_TOPIC:
+                    code = self._queue_tags_code(topic, properties, store_timestamp)
+                entries[(topic, message.queue_id)].append((offset, size, code))
+            if index_enable and tx_type != _TX_ROLLBACK:
+                keys = _index_keys(properties)
+                if keys:
+                    keyed.append((topic, keys, offset, store_timestamp))
+            if topic == STATE_TOPIC:
+                self.states.apply(decode_state_body(message.body, store_timestamp))
+            results.append(PutResult(offset, size, queue_offset, store_timestamp))
+        for key, (queue, first) in runs.items():
+            queue.put_run(first, entries[key])
+        if keyed:
+            self.index.put_later_many(keyed)
+        return results
 
     def _secure_batch(
-        self, prepared: list[tuple[PutMessage, bytes, dict[str, str], bytes]]
-    ) -> None:
-        """Room for a whole batch before any of it is written: its commitlog segment and every
-        consume-queue slot it takes. A full disk then refuses all of it (StoreFullError), never
-        a part that the client's retry would write twice."""
-        bound = 0
-        slots: dict[QueueKey, int] = {}
-        for message, topic_bytes, _, properties_bytes in prepared:
-            bound += len(message.body) + len(topic_bytes) + len(properties_bytes)
-            bound += _RECORD_OVERHEAD_MAX
+        self, batch: list[PutMessage]
+    ) -> tuple[list[int], dict[QueueKey, tuple[ConsumeQueue, int]]]:
+        """The queue offset of each message of a batch, and the queues it writes (with their
+        first offset), after securing every consume-queue slot it takes: a full disk then
+        refuses all of it (StoreFullError) before anything is written, never a part that the
+        client's retry would write twice. (Its commitlog segment is secured by the write.)"""
+        queue_offsets: list[int] = []
+        runs: dict[QueueKey, tuple[ConsumeQueue, int]] = {}
+        next_offsets: dict[QueueKey, int] = {}
+        for message in batch:
             if message.sysflag & _TX_MASK in (_TX_NOT, _TX_COMMIT):
                 key = (message.topic, message.queue_id)
-                slots[key] = slots.get(key, 0) + 1
-        self.commitlog.make_room(bound)
-        for (topic, queue_id), count in slots.items():
-            queue = self.consume_queues.get_or_create(topic, queue_id)
-            first = queue.max_offset
-            last = first + count - 1
+                queue_offset = next_offsets.get(key)
+                if queue_offset is None:
+                    queue = self.consume_queues.queues.get(key)
+                    if queue is None:
+                        queue = self.consume_queues.get_or_create(*key)
+                    queue_offset = queue.max_offset
+                    runs[key] = (queue, queue_offset)
+                next_offsets[key] = queue_offset + 1
+                queue_offsets.append(queue_offset)
+            else:
+                queue_offsets.append(0)
+        for key, (queue, first) in runs.items():
+            last = next_offsets[key] - 1
+            if queue.has_room(last):
+                continue
             # one slot per queue file the batch reaches (make_room allocates up to its slot)
             for logical in (*range(first, last, queue.file_size // ENTRY_SIZE), last):
                 if not queue.has_room(logical):
                     queue.make_room(logical)
+        return queue_offsets, runs
 
     def _prepare(self, message: PutMessage) -> tuple[bytes, dict[str, str], bytes]:
         """Check the limits; returns (topic bytes, properties, properties bytes)."""
@@ -1407,6 +1542,24 @@ class MessageStore:
     @property
     def max_physical_offset(self) -> int:
         return self.commitlog.max_offset
+
+
+def _batch_parts(sizes: list[int], segment_size: int) -> list[tuple[int, int, int]]:
+    """A batch's writes, (first, end, bytes): one, unless the batch is larger than a segment
+    can hold; then as many records as fill a segment each (greedy, in order)."""
+    room = segment_size - END_FILE_MIN_BLANK_LENGTH
+    total = sum(sizes)
+    if total <= room:
+        return [(0, len(sizes), total)]
+    parts: list[tuple[int, int, int]] = []
+    first = part = 0
+    for i, size in enumerate(sizes):
+        if part + size > room:
+            parts.append((first, i, part))
+            first, part = i, 0
+        part += size
+    parts.append((first, len(sizes), part))
+    return parts
 
 
 def _queue_entries(

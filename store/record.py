@@ -42,8 +42,8 @@ from __future__ import annotations
 
 import ipaddress
 import struct
-from collections.abc import Mapping
-from typing import Final, NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import Final, NamedTuple, Protocol
 
 import msgspec
 
@@ -72,11 +72,13 @@ __all__ = [
     "decode_record",
     "encode_properties",
     "encode_properties_checked",
+    "encode_batch",
     "encode_record",
     "fixed_struct",
     "pack_record",
     "picking_struct",
     "record_length",
+    "stored_length",
     "transaction_type",
     "unpack_record",
     "with_reconsume_times",
@@ -479,6 +481,168 @@ def pack_record(
             properties,
         )
     )
+
+
+def stored_length(
+    topic_field_len: int, body_len: int, properties: bytes, v6_hosts: int, append_crc: bool
+) -> int:
+    """The TOTALSIZE a store writes: ``topic_field_len`` is the TOPIC field (its length byte or
+    short included), ``v6_hosts`` how many of the two hosts are IPv6, ``append_crc`` whether the
+    ``__CRC32#`` property (and the separator it may need before it) ends the properties."""
+    properties_len = len(properties)
+    if append_crc:
+        properties_len += CRC_PROPERTY_LENGTH
+        if properties and properties[-1] != 2:
+            properties_len += 1
+    return BODY_AT_V4 + v6_hosts * V6_SHIFT + body_len + topic_field_len + 2 + properties_len
+
+
+def topic_field(topic: bytes) -> bytes:
+    """The TOPIC field: its length (a byte in V1, a short in V2), then the name."""
+    return len(topic).to_bytes(2 if len(topic) > TOPIC_LENGTH_MAX_V1 else 1, "big") + topic
+
+
+class BatchMessage(Protocol):
+    """What :func:`encode_batch` reads of each message (the store's ``PutMessage``)."""
+
+    @property
+    def body(self) -> bytes: ...
+    @property
+    def queue_id(self) -> int: ...
+    @property
+    def flag(self) -> int: ...
+    @property
+    def sysflag(self) -> int: ...
+    @property
+    def born_timestamp(self) -> int: ...
+    @property
+    def born_host(self) -> Host: ...
+    @property
+    def reconsume_times(self) -> int: ...
+    @property
+    def prepared_transaction_offset(self) -> int: ...
+
+
+_CRC_MASK = 0x7FFFFFFF
+
+
+def encode_batch(
+    messages: Sequence[BatchMessage],
+    topic_fields: Sequence[bytes],
+    properties: Sequence[bytes],
+    queue_offsets: Sequence[int],
+    sizes: Sequence[int],
+    store_timestamps: Sequence[int],
+    *,
+    into: memoryview,
+    at: int,
+    physical_offset: int,
+    store_host: Host,
+    append_crc: bool,
+) -> bytes:
+    """Encode a batch of records back to back into ``into`` from ``at``: byte for byte what a
+    loop of single appends from ``physical_offset`` writes, but the first record's TOTALSIZE
+    and magic (its first 8 bytes), which are returned instead: written last, in one store,
+    they make the whole batch appear at once (``CommitLog.write_batch``; until then ``into``
+    holds zeros there). ``topic_fields`` are :func:`topic_field`; ``sizes`` the
+    :func:`stored_length` of each record (a mismatch is a bug and asserts). Checks no limit:
+    the caller's limits, as :func:`pack_record`.
+
+    Straight into the target (a segment's mapping): a buffer in between would cost a zeroing
+    and a second copy of every byte."""
+    view = into
+    first = at
+    head = b""
+    store_address = store_host.address
+    store_port = store_host.port
+    store_v6 = len(store_address) == ADDRESS_V6
+    for message, topic, props, queue_offset, total, store_timestamp in zip(
+        messages, topic_fields, properties, queue_offsets, sizes, store_timestamps, strict=True
+    ):
+        body = message.body
+        born_host = message.born_host
+        born_address = born_host.address
+        sysflag = message.sysflag & ~HOSTS_V6
+        if len(born_address) == ADDRESS_V4 and not store_v6:
+            prefix = PREFIX_V4
+        else:
+            if len(born_address) == ADDRESS_V6:
+                sysflag |= SysFlag.BORNHOST_V6
+            if store_v6:
+                sysflag |= SysFlag.STOREHOST_V6
+            prefix = PREFIX[(len(born_address), len(store_address))]
+        if append_crc and props and props[-1] != 2:
+            props += b"\x02"  # the CRC property needs a separator before it
+        body_len = len(body)
+        magic = MAGIC_V1 if len(topic) <= TOPIC_LENGTH_MAX_V1 + 1 else MAGIC_V2
+        if at != first:
+            prefix.pack_into(
+                view,
+                at,
+                total,
+                magic,
+                crc32(body) & _CRC_MASK,
+                message.queue_id,
+                message.flag,
+                queue_offset,
+                physical_offset + at - first,
+                sysflag,
+                message.born_timestamp,
+                born_address,
+                born_host.port,
+                store_timestamp,
+                store_address,
+                store_port,
+                message.reconsume_times,
+                message.prepared_transaction_offset,
+                body_len,
+            )
+        else:  # the first record: its head is held back
+            header = prefix.pack(
+                total,
+                magic,
+                crc32(body) & _CRC_MASK,
+                message.queue_id,
+                message.flag,
+                queue_offset,
+                physical_offset,
+                sysflag,
+                message.born_timestamp,
+                born_address,
+                born_host.port,
+                store_timestamp,
+                store_address,
+                store_port,
+                message.reconsume_times,
+                message.prepared_transaction_offset,
+                body_len,
+            )
+            head = header[:END_FILE_MIN_BLANK_LENGTH]
+            view[at + END_FILE_MIN_BLANK_LENGTH : at + prefix.size] = header[
+                END_FILE_MIN_BLANK_LENGTH:
+            ]
+        position = at + prefix.size
+        view[position : position + body_len] = body
+        position += body_len
+        view[position : position + len(topic)] = topic
+        position += len(topic)
+        properties_len = len(props) + (CRC_PROPERTY_LENGTH if append_crc else 0)
+        view[position : position + 2] = properties_len.to_bytes(2, "big")
+        position += 2
+        view[position : position + len(props)] = props
+        position += len(props)
+        if append_crc:
+            if at == first:  # the head is not in the target yet
+                crc = crc32(view[at + END_FILE_MIN_BLANK_LENGTH : position], crc32(head))
+            else:
+                crc = crc32(view[at:position])
+            view[position : position + CRC_PROPERTY_LENGTH] = (
+                CRC_PROPERTY_BACKWARDS % (crc & _CRC_MASK)
+            )[::-1]
+            position += CRC_PROPERTY_LENGTH
+        assert position == at + total, (position - at, total)
+        at = position
+    return head
 
 
 def encode_record(

@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 # These read the checkout itself (sources, README, CI, compose): not run against a wheel.
 pytestmark = pytest.mark.checkout
-FOLDERS = ("ids", "store", "broker", "client", "sparkexport", "cli")
+FOLDERS = ("ids", "store", "broker", "client", "sparkexport", "testing", "cli")
 P = "pocketmq."
 
 # The pure modules of the store that the protocol codec and the SDK share with it: the record
@@ -33,7 +33,14 @@ STORE_FORMAT = {
     "store.topics",
     "store.durations",
 }
-BELOW_SERVICES = {"broker.protocol", "broker.errors", "broker.config", "store", "ids"}
+BELOW_SERVICES = {
+    "broker.protocol",
+    "broker.errors",
+    "broker.config",
+    "broker.config_properties",
+    "store",
+    "ids",
+}
 BELOW_FRONTS = {*BELOW_SERVICES, "broker.services", "broker.core"}
 # What each package (or sub-package) may import from the project, and which stdlib modules it may not.
 PROJECT_ALLOWED = {
@@ -43,6 +50,8 @@ PROJECT_ALLOWED = {
     # Inside the broker, rooms on floors: each imports its own floor and those below.
     "broker.errors": {"broker.errors", "store"},
     "broker.config": {"broker.config", "store"},
+    # broker.conf keys <-> BrokerConfig: read by the command line and GET/UPDATE_BROKER_CONFIG
+    "broker.config_properties": {"broker.config", "broker.protocol", "store"},
     # services: the behaviour, once; no front, no app (they reach producers and held pulls
     # through the interfaces the fronts register, never through a connection).
     "broker.services": {*BELOW_SERVICES, "broker.services"},
@@ -52,14 +61,18 @@ PROJECT_ALLOWED = {
     "broker.namesrv": {"broker.namesrv", "broker.remoting", "broker.protocol"},
     "broker.handlers": {*BELOW_FRONTS, "broker.handlers", "broker.remoting"},
     "broker.grpc": {*BELOW_FRONTS, "broker.grpc"},
+    "broker.http": {*BELOW_FRONTS, "broker.http"},
     # the app wires everything; serve runs it
     "broker.app": {"broker", "store", "ids"},
     "broker.serve": {"broker", "store", "ids"},
     "broker": set(),  # broker/__init__.py: empty
     "client": {"client", "broker.protocol", "ids", *STORE_FORMAT},
     "sparkexport": {"sparkexport", "store", "ids"},
+    # The test toolkit (pytest plugin, embedded broker, snapshots, replay) sits above the
+    # broker and the SDK: it runs the one and drives the other.
+    "testing": {"testing", "broker", "client", "store", "ids"},
     # The command line is the top of the stack: servers, SDK, store tools and the exporter.
-    "cli": {"cli", "broker", "client", "store", "ids", "sparkexport"},
+    "cli": {"cli", "broker", "client", "store", "ids", "sparkexport", "testing"},
 }
 FORBIDDEN_EXTERNAL = {
     "ids": {"asyncio", "socket", "selectors", "uvloop"},

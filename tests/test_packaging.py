@@ -18,7 +18,7 @@ def test_every_package_folder_is_installed_under_pocketmq() -> None:
     assert all(name.startswith("pocketmq.") for name in [*mapping, *setuptools["packages"]])
     folders = {
         f"pocketmq.{folder}": folder
-        for folder in ("broker", "cli", "client", "ids", "sparkexport", "store")
+        for folder in ("broker", "cli", "client", "ids", "sparkexport", "store", "testing")
     }
     assert mapping == folders
     found = {

@@ -45,14 +45,24 @@ from pocketmq.broker.grpc.sessions import (
 )
 from pocketmq.broker.grpc.stubs import definition_pb2, service_pb2, service_pb2_grpc
 from pocketmq.broker.services.acl import AccessControl, Account, Denied
+from pocketmq.broker.services.faults import FaultKind
 from pocketmq.broker.services.groups import validate_group_name
 from pocketmq.broker.services.lite import (
     LITE_PROPERTY,
+    LITE_RESET_EXCLUSIVE,
+    LITE_RESET_UNSUBSCRIBE,
     LITE_SUBSCRIPTION_QUOTA,
+    LMQ_PREFIX,
+    POLICY_MIN,
+    OffsetOption,
     bind_problem,
+    is_exclusive,
+    is_wildcard,
     lmq_name,
+    resets_on,
     validate_lite_topic,
 )
+from pocketmq.broker.services.lite_offsets import reset_offset
 from pocketmq.broker.services.pop import INVISIBLE_MS_MAX, PopError
 from pocketmq.broker.services.pull import MessageFilter
 from pocketmq.broker.services.recall import RecallOutcome, RecallService, build_recall_handle
@@ -102,12 +112,29 @@ _RECALL_CODES = {
 }
 
 
+# A send a planned fault answers with a status (stored): the proxy's codes for those statuses.
+_FAULT_CODES = {
+    FaultKind.FLUSH_DISK_TIMEOUT: Code.MASTER_PERSISTENCE_TIMEOUT,
+    FaultKind.SLAVE_NOT_AVAILABLE: Code.HA_NOT_AVAILABLE,
+}
+
+
 def _ok() -> Any:
     return Status(code=Code.OK, message="OK")
 
 
 def _status(code: int, message: str) -> Any:
     return Status(code=code, message=message)
+
+
+def _offset_option(request: Any) -> OffsetOption | None:
+    """The request's OffsetOption (one of policy, offset, tail_n, timestamp), if it has one."""
+    if not request.HasField("offset_option"):
+        return None
+    kind = request.offset_option.WhichOneof("offset_type")
+    if kind is None:
+        return None
+    return OffsetOption(kind, int(getattr(request.offset_option, kind)))
 
 
 def topic_message_type(config: Any) -> str:
@@ -165,6 +192,7 @@ class MessagingService(_Servicer):
         self._auth = GrpcAuth(settings.acl) if settings.acl is not None else None
         self._round_robin: dict[str, int] = {}
         broker.transactions.check_sources.append(self._transaction_targets)
+        broker.lite_expiry.listeners.append(self._lite_expired)
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -489,12 +517,21 @@ class MessagingService(_Servicer):
             put.queue_id = queue_id
             properties = put.properties
             assert properties is not None
-            result = sender.put(put, properties)
+            status = _ok()
+            if sender.faults.sends:  # planned faults (broker.faults): nothing planned, one test
+                faulted, fault = sender.faulted_put(put, properties)
+                if faulted is None:  # SYSTEM_BUSY: the proxy's TOO_MANY_REQUESTS, not stored
+                    raise GrpcStatusError(Code.TOO_MANY_REQUESTS, "system busy (a planned fault)")
+                result = faulted
+                if fault is not None:  # stored; the status the proxy gives that SendStatus
+                    status = _status(_FAULT_CODES[fault], f"send status {fault.value} (a fault)")
+            else:
+                result = sender.put(put, properties)
             message_id = properties["UNIQ_KEY"]
             deliver = properties.get("TIMER_DELIVER_MS")
             entries.append(
                 pb.SendResultEntry(
-                    status=_ok(),
+                    status=status,
                     message_id=message_id,
                     transaction_id=message_id if properties.get("TRAN_MSG") == "true" else "",
                     offset=result.queue_offset,
@@ -507,6 +544,8 @@ class MessagingService(_Servicer):
                     ),
                 )
             )
+        if entries[0].status.code != Code.OK:  # a planned fault's status, for the whole call
+            return pb.SendMessageResponse(status=entries[0].status, entries=entries)
         if self.broker.flush.sync:
             return self._durable(entries, result.end_offset)
         return pb.SendMessageResponse(status=_ok(), entries=entries)
@@ -643,8 +682,14 @@ class MessagingService(_Servicer):
         yield delivered
 
     def _lite_sources(self, group: str, parent: str, client_id: str) -> list[str]:
-        """The LMQs of the lite topics this client subscribed to that hold messages."""
-        names = (lmq_name(parent, lite) for lite in self.sessions.lite.of(group, parent, client_id))
+        """The LMQs of the lite topics this client may pop that hold messages: a wildcard
+        group's client every lite topic of the parent, others those they subscribed to and
+        were not evicted from."""
+        table = self.sessions.lite
+        if table.is_wildcard(group, parent, client_id):
+            prefix = f"{LMQ_PREFIX}{parent}|"
+            return sorted(t for t in self.broker.topics.topics if t.startswith(prefix))
+        names = (lmq_name(parent, lite) for lite in table.poppable(group, parent, client_id))
         return sorted(name for name in names if self.broker.topics.get(name) is not None)
 
     def _pop_lite(
@@ -829,27 +874,94 @@ class MessagingService(_Servicer):
                 problem = validate_lite_topic(parent, lite)
                 if problem:
                     raise GrpcStatusError(Code.ILLEGAL_LITE_TOPIC, problem)
-            table = self.sessions.lite
-            action = definition_pb2.LiteSubscriptionAction
-            if request.action in (action.PARTIAL_ADD, action.COMPLETE_ADD):
-                current = table.of(group, parent, call.client_id)
-                after = (
-                    set(lites) if request.action == action.COMPLETE_ADD else current | set(lites)
-                )
-                if len(after) > LITE_SUBSCRIPTION_QUOTA:
-                    raise GrpcStatusError(
-                        Code.LITE_SUBSCRIPTION_QUOTA_EXCEEDED,
-                        f"{len(after)} lite subscriptions exceed the quota "
-                        f"{LITE_SUBSCRIPTION_QUOTA}",
-                    )
-                table.replace(group, parent, call.client_id, sorted(after))
-            elif request.action == action.PARTIAL_REMOVE:
-                table.remove(group, parent, call.client_id, lites)
-            else:  # COMPLETE_REMOVE: the client drops all its lite subscriptions
-                table.replace(group, parent, call.client_id, [])
+            attributes = self._group(group).attributes or {}
+            self._apply_lite_action(request, call.client_id, group, parent, lites, attributes)
             return pb.SyncLiteSubscriptionResponse(status=_ok())
 
         return await self._unary(pb.SyncLiteSubscriptionResponse, context, work, request)
+
+    def _apply_lite_action(
+        self,
+        request: Any,
+        client_id: str,
+        group: str,
+        parent: str,
+        lites: list[str],
+        attributes: dict[str, str],
+    ) -> None:
+        """What LiteSubscriptionRegistryImpl does with each of the four actions."""
+        table = self.sessions.lite
+        action = definition_pb2.LiteSubscriptionAction
+        exclusive = is_exclusive(attributes)
+        if request.action == action.PARTIAL_ADD:
+            if is_wildcard(attributes):  # RocketMQ's IllegalStateException: ILLEGAL_OPERATION
+                raise GrpcStatusError(
+                    Code.BAD_REQUEST,
+                    f"subscribe lite operation is not supported for group {group}: it is a "
+                    "wildcard group (lite.sub.wildcard), which takes every lite topic",
+                )
+            self._check_quota(table.of(group, parent, client_id) | set(lites))
+            for eviction in table.add_partial(group, parent, client_id, lites, exclusive=exclusive):
+                self._notify_unsubscribe(eviction.client_id, eviction.lite)
+                if resets_on(attributes, LITE_RESET_EXCLUSIVE):
+                    reset_offset(
+                        self.broker.pop,
+                        group,
+                        lmq_name(parent, eviction.lite),
+                        OffsetOption("policy", POLICY_MIN),
+                    )
+            option = _offset_option(request)
+            if option is not None:
+                for lite in lites:
+                    reset_offset(self.broker.pop, group, lmq_name(parent, lite), option)
+        elif request.action == action.COMPLETE_ADD:
+            self._check_quota(set(lites))
+            if is_wildcard(attributes):
+                table.add_wildcard(group, parent, client_id)
+            for lite in table.add_complete(group, parent, client_id, lites, exclusive=exclusive):
+                self._notify_unsubscribe(client_id, lite)  # its earlier notice was lost
+        elif request.action == action.PARTIAL_REMOVE:
+            held = table.of(group, parent, client_id) & set(lites)
+            table.remove(group, parent, client_id, lites)
+            if resets_on(attributes, LITE_RESET_UNSUBSCRIBE):
+                for lite in sorted(held):
+                    reset_offset(
+                        self.broker.pop,
+                        group,
+                        lmq_name(parent, lite),
+                        OffsetOption("policy", POLICY_MIN),
+                    )
+        else:  # COMPLETE_REMOVE: the client drops all its lite subscriptions
+            table.remove_all(group, parent, client_id)
+
+    @staticmethod
+    def _check_quota(after: set[str]) -> None:
+        if len(after) > LITE_SUBSCRIPTION_QUOTA:
+            raise GrpcStatusError(
+                Code.LITE_SUBSCRIPTION_QUOTA_EXCEEDED,
+                f"{len(after)} lite subscriptions exceed the quota {LITE_SUBSCRIPTION_QUOTA}",
+            )
+
+    def _notify_unsubscribe(self, client_id: str, lite: str) -> None:
+        """NotifyUnsubscribeLiteCommand over the client's Telemetry stream (notifyUnsubscribeLite:
+        a client without one is only logged)."""
+        session = self.sessions.sessions.get(client_id)
+        command = pb.TelemetryCommand(
+            notify_unsubscribe_lite_command=pb.NotifyUnsubscribeLiteCommand(lite_topic=lite)
+        )
+        if session is None or not self.sessions.send_command(session, command):
+            log.warning("cannot tell client %s to unsubscribe lite topic %s", client_id, lite)
+
+    def _lite_expired(self, parent: str, lite: str) -> None:
+        # cleanSubscription(lmqName, notifyClient=false): the clients are not told
+        for group, client_id in self.sessions.lite.drop_lite(parent, lite):
+            log.info(
+                "lite topic %s of %s expired: left %s's subscription (%s)",
+                lite,
+                parent,
+                client_id,
+                group,
+            )
 
     # -- not served --------------------------------------------------------------------------------
 

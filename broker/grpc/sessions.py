@@ -95,6 +95,7 @@ class SessionRegistry:
         session = self.sessions.get(client_id)
         if session is None:
             session = self.sessions[client_id] = ClientSession(client_id)
+            self.broker.stats.connection_opened("grpc")  # a gRPC client is its session
         session.last_seen = asyncio.get_running_loop().time()
         return session
 
@@ -216,7 +217,8 @@ class SessionRegistry:
     def drop(self, client_id: str) -> None:
         """A client said goodbye or went silent: its held messages come back after their
         retry back-off, as the proxy's clearGroup does."""
-        self.sessions.pop(client_id, None)
+        if self.sessions.pop(client_id, None) is not None:
+            self.broker.stats.connection_closed("grpc")
         self.lite.drop_client(client_id)
         delays = retry_delays_ms()
         for key in [k for k in self.renewals if k[0] == client_id]:

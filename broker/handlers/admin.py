@@ -224,11 +224,49 @@ def handle_create_group(
     problem = validate_group_name(config.group_name)
     if problem:
         return request.make_response(ResponseCode.SYSTEM_ERROR, problem)
+    existing = broker.groups.groups.get(config.group_name)
+    try:
+        config.attributes = alter_group_attributes(
+            existing.attributes if existing is not None else None, config.attributes
+        )
+    except ValueError as error:
+        return request.make_response(ResponseCode.SYSTEM_ERROR, str(error))
     try:
         broker.groups.put(config)
     except BrokerError as error:  # the disk refused the save: SERVICE_NOT_AVAILABLE, no path
         return error_response(request, error)
     return request.make_response(ResponseCode.SUCCESS)
+
+
+def alter_group_attributes(
+    current: dict[str, str] | None, changes: dict[str, str]
+) -> dict[str, str]:
+    """A group's attributes after the changes an update sends, as RocketMQ's
+    SubscriptionGroupManager applies them (AttributeUtil.alterCurrentAttributes): mqadmin's
+    ``-a +key=value,-key`` arrives as {"+key": "value", "-key": ""}. A new group (``current``
+    None) takes only additions; an update adds, replaces and deletes, and keeps what it does not
+    name, so re-sending a group without attributes keeps them. ValueError when a change cannot
+    apply. Keys stored before this (with their "+") are read as RocketMQ's own."""
+    result = {} if current is None else {key.removeprefix("+"): v for key, v in current.items()}
+    seen: set[str] = set()
+    for key, value in changes.items():
+        name = key[1:]
+        if key[:1] not in ("+", "-") or not name:
+            raise ValueError(f"group attribute {key!r} is neither +key (with a value) nor -key")
+        if name in seen:
+            raise ValueError(f"group attribute {name!r} is given twice")
+        seen.add(name)
+        if key[0] == "+":
+            result[name] = value
+        elif current is None:
+            raise ValueError(
+                f"only +key=value attributes are allowed creating a group, not -{name}"
+            )
+        elif result.pop(name, None) is None:
+            raise ValueError(
+                f"group attribute {name!r} cannot be deleted: the group does not have it"
+            )
+    return result
 
 
 def handle_get_all_group_config(

@@ -48,15 +48,33 @@ def handle_heartbeat(
     except MalformedBodyError as error:
         return bad_request(request, error, connection)
     now = asyncio.get_running_loop().time()
+    # what GET_CONSUMER/PRODUCER_CONNECTION_LIST report of the client
+    address, language, version = connection.remote_address, request.language.name, request.version
     for consumer in data.consumer_data_set:
         if broker.groups.find_or_create(consumer.group_name) is None:
             continue  # RocketMQ skips a group without a subscription-group config
         for subscription in consumer.subscription_data_set:
             if subscription.topic.startswith("%RETRY%"):
                 broker.topics.create_on_send(subscription.topic, 1)
-        broker.clients.register_consumer(consumer, data.client_id, connection, now)
+        broker.clients.register_consumer(
+            consumer,
+            data.client_id,
+            connection,
+            now,
+            address=address,
+            language=language,
+            version=version,
+        )
     for producer in data.producer_data_set:
-        broker.clients.register_producer(producer.group_name, data.client_id, connection, now)
+        broker.clients.register_producer(
+            producer.group_name,
+            data.client_id,
+            connection,
+            now,
+            address=address,
+            language=language,
+            version=version,
+        )
     return request.make_response(
         ResponseCode.SUCCESS,
         ext_fields={"IS_SUPPORT_HEART_BEAT_V2": "false", "IS_SUB_CHANGE": "true"},

@@ -1,4 +1,4 @@
-"""POP_MESSAGE (200050), ACK_MESSAGE (200051), PEEK_MESSAGE (200052),
+"""POP_MESSAGE (200050), ACK_MESSAGE (200051, also a lite consumer's), PEEK_MESSAGE (200052),
 CHANGE_MESSAGE_INVISIBLETIME (200053), NOTIFICATION (200054) and BATCH_ACK_MESSAGE (200151)."""
 
 from __future__ import annotations
@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from pocketmq.broker.core import BrokerCore
 from pocketmq.broker.errors import BrokerError
 from pocketmq.broker.handlers.common import bad_request, error_response
+from pocketmq.broker.handlers.pop_lite import ack_lite_problem
 from pocketmq.broker.protocol import MalformedHeaderError, RemotingCommand, ResponseCode
 from pocketmq.broker.protocol.errors import MalformedBodyError
 from pocketmq.broker.protocol.headers import (
@@ -27,6 +28,7 @@ from pocketmq.broker.protocol.headers import (
     decode_json_body,
 )
 from pocketmq.broker.remoting.server import Connection
+from pocketmq.broker.services.lite import lmq_name
 from pocketmq.broker.services.pop import PopError, PoppedMessage
 
 __all__ = [
@@ -50,6 +52,23 @@ def _missing_group(
             f"subscription group [{group}] does not exist",
         )
     return None
+
+
+async def _popped_late(
+    broker: BrokerCore,
+    request: RemotingCommand,
+    header: PopMessageRequestHeader,
+    attempt: Callable[[], list[PoppedMessage]],
+    delay_ms: int,
+) -> RemotingCommand:
+    """A POP a planned ``delay_pull`` holds: popped and answered once the broker's clock has
+    moved ``delay_ms`` (its invisible time counts from then)."""
+    await broker.faults.after(delay_ms)
+    try:
+        popped = attempt()
+    except PopError as error:
+        return error_response(request, error)
+    return _response(broker, request, header, popped, ResponseCode.PULL_NOT_FOUND)
 
 
 def handle_pop(
@@ -80,6 +99,10 @@ def handle_pop(
             sql=selector.sql,
         )
 
+    if broker.faults.pulls:  # planned faults (broker.faults): nothing planned, one test
+        delay_ms = broker.faults.take_pull(header.topic, header.queue_id)
+        if delay_ms is not None:
+            return _popped_late(broker, request, header, attempt, delay_ms)
     try:
         popped = attempt()
     except PopError as error:
@@ -159,11 +182,39 @@ def handle_ack(
         header = AckMessageRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
         return bad_request(request, error, connection)
+    topic = _lite_source(broker, request, header)
+    if isinstance(topic, RemotingCommand):
+        return topic
     try:
-        broker.pop.ack(header.consumer_group, header.topic, header.extra_info)
+        broker.pop.ack(header.consumer_group, topic, header.extra_info)
     except PopError as error:
         return error_response(request, error)
     return request.make_response(ResponseCode.SUCCESS)
+
+
+def _lite_source(
+    broker: BrokerCore,
+    request: RemotingCommand,
+    header: AckMessageRequestHeader | ChangeInvisibleTimeRequestHeader,
+) -> str | RemotingCommand:
+    """The topic a message is held in: for a lite consumer's request (``liteTopic`` set, as
+    AckMessageProcessor.ackLite takes it) its lite topic's LMQ, after ackLite's checks (their
+    refusal is returned); else the header's topic."""
+    lite = (request.ext_fields or {}).get("liteTopic", "").strip()
+    if not lite:
+        return header.topic
+    problem = ack_lite_problem(
+        broker,
+        header.consumer_group,
+        header.topic,
+        lite,
+        header.queue_id,
+        header.offset,
+        header.extra_info,
+    )
+    if problem is not None:
+        return request.make_response(*problem)
+    return lmq_name(header.topic, lite)
 
 
 def handle_change_invisible(
@@ -173,9 +224,12 @@ def handle_change_invisible(
         header = ChangeInvisibleTimeRequestHeader.from_ext_fields(request.ext_fields)
     except MalformedHeaderError as error:
         return bad_request(request, error, connection)
+    topic = _lite_source(broker, request, header)
+    if isinstance(topic, RemotingCommand):
+        return topic
     try:
         handle = broker.pop.change_invisible(
-            header.consumer_group, header.topic, header.extra_info, header.invisible_time
+            header.consumer_group, topic, header.extra_info, header.invisible_time
         )
     except PopError as error:
         return error_response(request, error)

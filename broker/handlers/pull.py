@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable
+from time import perf_counter
 
 from pocketmq.broker.core import BrokerCore
 from pocketmq.broker.errors import BrokerError
@@ -65,6 +66,10 @@ def handle_pull(
     max_bytes = min(
         header.max_msg_bytes or broker.config.pull_bytes_max, broker.config.pull_bytes_max
     )
+    if broker.faults.pulls:  # planned faults (broker.faults): nothing planned, one test
+        delay_ms = broker.faults.take_pull(header.topic, header.queue_id)
+        if delay_ms is not None:
+            return _held_by_fault(broker, request, header, selector, max_count, max_bytes, delay_ms)
     response = _read(broker, request, header, selector, max_count, max_bytes)
     suspend = header.sys_flag & _SUSPEND
     if response.code != ResponseCode.PULL_NOT_FOUND or not suspend or not broker.holds.can_hold():
@@ -74,6 +79,21 @@ def handle_pull(
     else:
         timeout_s = broker.config.short_polling_ms / 1000
     return _hold(broker, request, header, selector, max_count, max_bytes, timeout_s)
+
+
+async def _held_by_fault(
+    broker: BrokerCore,
+    request: RemotingCommand,
+    header: PullMessageRequestHeader,
+    selector: MessageFilter,
+    max_count: int,
+    max_bytes: int,
+    delay_ms: int,
+) -> RemotingCommand:
+    """A pull a planned fault delays: read and answered once the broker's clock has moved
+    ``delay_ms`` (a manual clock: when advanced that far)."""
+    await broker.faults.after(delay_ms)
+    return _read(broker, request, header, selector, max_count, max_bytes)
 
 
 async def _hold(
@@ -111,6 +131,7 @@ def _read(
     max_count: int,
     max_bytes: int,
 ) -> RemotingCommand:
+    started = perf_counter()
     result = broker.store.get_messages(
         header.topic,
         header.queue_id,
@@ -121,6 +142,8 @@ def _read(
         group=header.consumer_group,
     )
     result = selector.apply(result)
+    stats = broker.stats
+    stats.read((perf_counter() - started) * 1000.0)
     code = _status_code(result, header.queue_offset)
     response_header = PullMessageResponseHeader(
         suggest_which_broker_id=0,
@@ -128,5 +151,10 @@ def _read(
         min_offset=result.min_offset,
         max_offset=result.max_offset,
     )
-    body = b"".join([view for _, _, view in result.messages]) if result.messages else None
+    body = None
+    if result.messages:
+        body = b"".join([view for _, _, view in result.messages])
+        stats.got(header.consumer_group, header.topic, len(result.messages), len(body))
+    else:
+        stats.missed()
     return request.make_response(code, None, ext_fields=response_header.to_ext_fields(), body=body)

@@ -24,7 +24,8 @@ from pocketmq.broker.protocol.message_codec import (
     is_canonical_properties,
 )
 from pocketmq.broker.remoting.server import Connection
-from pocketmq.broker.services.lite import LITE_PROPERTY
+from pocketmq.broker.services.faults import FaultKind
+from pocketmq.broker.services.lite import LITE_PROPERTY, validate_lite_topic
 from pocketmq.store.message_store import PutMessage, PutResult
 from pocketmq.store.record import Host, encode_properties
 
@@ -114,6 +115,8 @@ def handle_send(
             born_host=born_host,
             reconsume_times=header.reconsume_times or 0,
         )
+        if sender.faults.sends:  # planned faults (broker.faults): nothing planned, one test
+            return _faulted(broker, request, connection, message, properties, queue_id)
         result = sender.put(message, properties)
     except BrokerError as error:
         return error_response(request, error)
@@ -125,6 +128,45 @@ def handle_send(
         broker.config.region_id,
     )
     return _maybe_wait(broker, request, result, ext, properties.get("WAIT") != "false")
+
+
+def _faulted(
+    broker: BrokerCore,
+    request: RemotingCommand,
+    connection: Connection,
+    message: PutMessage,
+    properties: dict[str, str],
+    queue_id: int,
+) -> RemotingCommand | bytes | Awaitable[RemotingCommand]:
+    """A single send while send faults are planned: answered with the fault's RocketMQ code
+    (SYSTEM_BUSY: not stored; FLUSH_DISK_TIMEOUT, SLAVE_NOT_AVAILABLE: stored, with the send's
+    fields, which RocketMQ's producers read into a SendResult of that status)."""
+    result, fault = broker.send.faulted_put(message, properties)
+    if result is None:
+        return _refuse(request, ResponseCode.SYSTEM_BUSY, _BUSY_REMARK)
+    ext = _response_ext(
+        _offset_msg_id(broker, connection, result.physical_offset),
+        queue_id,
+        result.queue_offset,
+        properties.get("UNIQ_KEY"),
+        broker.config.region_id,
+    )
+    if fault is None:
+        return _maybe_wait(broker, request, result, ext, properties.get("WAIT") != "false")
+    return request.make_response(_FAULT_CODES[fault], _fault_remark(fault), ext_fields=ext)
+
+
+# A send refused by a planned SYSTEM_BUSY: the remark of RocketMQ's request-queue refusal.
+_BUSY_REMARK = "[REJECTREQUEST]system busy, start flow control for a while (a planned fault)"
+# Stored, answered with the code of the planned fault (the producer reads it as its status).
+_FAULT_CODES = {
+    FaultKind.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    FaultKind.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+}
+
+
+def _fault_remark(fault: FaultKind) -> str:
+    return f"{fault.value} (a planned fault)"
 
 
 def _send_batch(
@@ -145,12 +187,13 @@ def _send_batch(
     if not inner:
         raise BrokerError(Kind.MESSAGE_ILLEGAL, "empty batch")
     unique_keys = [properties.get("UNIQ_KEY", "") for _, _, properties, _ in inner]
-    topic, sysflag, born_timestamp = header.topic, header.sys_flag, header.born_timestamp
+    sysflag, born_timestamp = header.sys_flag, header.born_timestamp
+    destinations = _batch_destinations(broker, header.topic, queue_id, inner)
     messages = [
         PutMessage(
-            topic=topic,
+            topic=destination_topic,
             body=item_body,
-            queue_id=queue_id,
+            queue_id=destination_queue,
             flag=flag,
             properties=properties,
             # what was sent when it is what re-encoding would give: most of the time
@@ -161,18 +204,56 @@ def _send_batch(
             born_timestamp=born_timestamp,
             born_host=born_host,
         )
-        for item_body, flag, properties, text in inner
+        for (item_body, flag, properties, text), (destination_topic, destination_queue) in zip(
+            inner, destinations, strict=True
+        )
     ]
-    results = broker.send.put_batch(messages)
+    fault = None
+    if broker.send.faults.sends:  # planned faults (broker.faults): nothing planned, one test
+        faulted, fault = broker.send.faulted_put_batch(messages)
+        if faulted is None:
+            return _refuse(request, ResponseCode.SYSTEM_BUSY, _BUSY_REMARK)
+        results = faulted
+    else:
+        results = broker.send.put_batch(messages)
     ext = _response_ext(
         ",".join([_offset_msg_id(broker, connection, r.physical_offset) for r in results]),
-        queue_id,
+        messages[0].queue_id,
         results[0].queue_offset,
         ",".join(unique_keys),
         broker.config.region_id,
     )
+    if fault is not None:
+        return request.make_response(_FAULT_CODES[fault], _fault_remark(fault), ext_fields=ext)
     properties = decode_properties(header.properties) if header.properties else {}
     return _maybe_wait(broker, request, results[-1], ext, properties.get("WAIT") != "false")
+
+
+def _batch_destinations(
+    broker: BrokerCore,
+    topic: str,
+    queue_id: int,
+    inner: list[tuple[bytes, int, dict[str, str], str]],
+) -> list[tuple[str, int]]:
+    """Where each message of a batch goes: the batch's queue, but to a LITE parent a message
+    carrying ``__LITE_TOPIC`` goes to its lite topic's LMQ, queue 0, as a single send does
+    (RocketMQ dispatches each message by its own properties). Every lite topic is checked, and
+    its LMQ made, before anything is stored: a bad one refuses the whole batch."""
+    if not any(LITE_PROPERTY in properties for _, _, properties, _ in inner):
+        return [(topic, queue_id)] * len(inner)
+    sender = broker.send
+    config = broker.topics.get(topic)
+    if config is None or not sender.is_lite_parent(config):
+        return [(topic, queue_id)] * len(inner)
+    lites = [properties.get(LITE_PROPERTY) for _, _, properties, _ in inner]
+    for lite in lites:
+        problem = None if lite is None else validate_lite_topic(topic, lite)
+        if problem:
+            raise BrokerError(Kind.ILLEGAL_LITE_TOPIC, problem)
+    return [
+        (topic, queue_id) if lite is None else (sender.lite_queue(config, lite), 0)
+        for lite in lites
+    ]
 
 
 def _maybe_wait(

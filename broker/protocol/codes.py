@@ -165,6 +165,16 @@ class RequestCode(IntEnum):
     INVOKE_BROKER_TO_RESET_OFFSET = 222
     INVOKE_BROKER_TO_GET_CONSUMER_STATUS = 223
     QUERY_TOPIC_CONSUME_BY_WHO = 300
+    QUERY_CONSUME_TIME_SPAN = 303
+    VIEW_BROKER_STATS_DATA = 315
+    GET_BROKER_CONSUME_STATS = 317
+    GET_ALL_PRODUCER_INFO = 328
+    QUERY_TOPICS_BY_CONSUMER = 343
+    GET_TOPIC_CONFIG = 351
+    GET_SUBSCRIPTIONGROUP_CONFIG = 352
+    CLEAN_EXPIRED_CONSUMEQUEUE = 306
+    CLEAN_UNUSED_TOPIC = 316
+    DELETE_EXPIRED_COMMITLOG = 329
 
     # --- name server
     PUT_KV_CONFIG = 100
@@ -190,6 +200,8 @@ class RequestCode(IntEnum):
     NOTIFICATION = 200054
     POLLING_INFO = 200055
     POP_ROLLBACK = 200056
+    POP_LITE_MESSAGE = 200070  # a lite consumer's pop (PopLiteMessageProcessor)
+    LITE_SUBSCRIPTION_CTL = 200071  # a lite consumer's subscriptions
     BATCH_ACK_MESSAGE = 200151
 
     # --- pocketmq's own admin requests (no RocketMQ request uses 9000-9099)
@@ -255,6 +267,7 @@ class ResponseCode(IntEnum):
     ILLEGAL_OPERATION = 604
     GO_AWAY = 1500
     LMQ_QUOTA_EXCEEDED = 2017  # a new LMQ past maxLmqConsumeQueueNum
+    LITE_SUBSCRIPTION_QUOTA_EXCEEDED = 2018  # a client's lite topics past its quota
 
     # --- client-local (never on the wire; Java uses them for its own failures)
     RPC_UNKNOWN = -1000

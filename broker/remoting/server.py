@@ -262,14 +262,17 @@ class Connection(asyncio.Protocol):
             self._update_reading()
 
     def _future_done(self, request: RemotingCommand, future: asyncio.Future[HandlerResult]) -> None:
-        self._in_flight -= 1
-        if not future.cancelled():
-            error = future.exception()
-            if error is None:
-                self.send_response(request, future.result())
-            elif isinstance(error, Exception):
-                self._handler_failed(request, error)
-        self._update_reading()
+        # Counted in flight while answered, as in _finish: write() tells a lone answer by it.
+        try:
+            if not future.cancelled():
+                error = future.exception()
+                if error is None:
+                    self.send_response(request, future.result())
+                elif isinstance(error, Exception):
+                    self._handler_failed(request, error)
+        finally:
+            self._in_flight -= 1
+            self._update_reading()
 
     def _handler_failed(self, request: RemotingCommand, error: Exception) -> None:
         if isinstance(error, RemoteProtocolError):
@@ -321,11 +324,14 @@ class Connection(asyncio.Protocol):
             self._corked.extend(data)
         else:
             # A response finished by a task (a long poll woken by a message, a sync flush) goes
-            # out at once; the ones finished after it in the same loop turn share one system
-            # call at the end of the turn.
+            # out at once; while other requests of this connection are being handled, the ones
+            # finished after it in the same loop turn share one system call at the end of the
+            # turn. The answer to the only request in hand (one send awaited at a time) corks
+            # nothing: no callback, no extra turn of the loop.
             self.transport.writelines(data)
-            self._corked = []
-            asyncio.get_running_loop().call_soon(self._flush_corked)
+            if self._in_flight > 1:
+                self._corked = []
+                self._loop.call_soon(self._flush_corked)  # type: ignore[union-attr]
 
     def _flush_corked(self) -> None:
         corked, self._corked = self._corked, None
@@ -456,6 +462,7 @@ class RemotingServer:
             self._closed_for("evicted", victim)
         self.connections.add(connection)
         self._unserved[connection] = None
+        log.debug("%s: connection from %s", self.name, connection.remote_address)
 
     def _room_for_one(self) -> Connection | None:
         """The connection to close for a new one: the oldest that never sent a whole frame,
@@ -485,6 +492,7 @@ class RemotingServer:
     def _connection_lost(self, connection: Connection) -> None:
         if connection in self.connections:
             self.connections.discard(connection)
+            log.debug("%s: connection from %s closed", self.name, connection.remote_address)
             if not self._release(connection):  # released when we closed it
                 self._closing -= 1
             if self.on_disconnect is not None:

@@ -23,6 +23,8 @@ import ipaddress
 import logging
 import socket
 import ssl
+import subprocess
+import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Final
@@ -139,9 +141,21 @@ def ensure_certificate(
         cert.read_bytes(), key.read_bytes()  # unreadable: say so at start, not per handshake
         return cert, key
     hosts = list(hosts)
+    # In this process when cryptography is loaded already (nothing to save) or there is no
+    # interpreter to start (an embedding application).
+    if "cryptography" in sys.modules or not sys.executable:
+        _self_signed(folder, hosts)
+    else:
+        _self_signed_apart(folder, hosts)
+    return folder / CERT_FILE, folder / KEY_FILE
+
+
+def _self_signed(folder: Path, hosts: list[str]) -> bool:
+    """The self-signed pair in ``folder``, made when missing, expired or not naming one of
+    ``hosts``; True when made."""
     cert_path, key_path = folder / CERT_FILE, folder / KEY_FILE
     if cert_path.exists() and key_path.exists() and _covers(cert_path.read_bytes(), hosts):
-        return cert_path, key_path
+        return False
     cert_pem, key_pem = make_certificate(hosts)
     folder.mkdir(parents=True, exist_ok=True)
     # The key first, readable by the owner only; the certificate last marks the pair whole.
@@ -150,7 +164,40 @@ def ensure_certificate(
     key_path.write_bytes(key_pem)
     cert_path.write_bytes(cert_pem)
     log.info("TLS: made a self-signed certificate %s", cert_path)
-    return cert_path, key_path
+    return True
+
+
+# The child's exit status when cryptography cannot be imported.
+_NO_CRYPTOGRAPHY: Final = 3
+
+
+def _self_signed_apart(folder: Path, hosts: list[str]) -> None:
+    """``_self_signed`` in a child interpreter: checking or making the certificate imports
+    cryptography, about 7 MiB resident that a broker which then only serves the files would
+    hold for its whole life (an idle standalone's memory). ``ImportError`` when cryptography
+    is not installed; ``OSError`` when the child fails otherwise."""
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "pocketmq.broker.remoting.tls", str(folder), *hosts],
+            capture_output=True,
+            text=True,
+            timeout=_CHILD_TIMEOUT_S,
+        )
+    except subprocess.TimeoutExpired:
+        raise OSError(f"making a self-signed certificate in {folder} took over 120 s") from None
+    if done.returncode == _NO_CRYPTOGRAPHY:
+        raise ImportError("cryptography is not installed (the grpc extra needs it)")
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines()
+        raise OSError(
+            f"making a self-signed certificate in {folder} failed: "
+            f"{lines[-1] if lines else f'exit status {done.returncode}'}"
+        )
+    if done.stdout.strip() == "made":
+        log.info("TLS: made a self-signed certificate %s", folder / CERT_FILE)
+
+
+_CHILD_TIMEOUT_S: Final = 120.0
 
 
 def server_context(cert: Path, key: Path) -> ssl.SSLContext:
@@ -274,3 +321,11 @@ async def sniffing_server(
         sock.close()
         raise
     return SniffingServer(_Sniffer(sock, factory, context))
+
+
+if __name__ == "__main__":  # the child of _self_signed_apart: FOLDER HOST...
+    try:
+        import cryptography  # noqa: F401
+    except ImportError:
+        sys.exit(_NO_CRYPTOGRAPHY)
+    print("made" if _self_signed(Path(sys.argv[1]), sys.argv[2:]) else "kept")

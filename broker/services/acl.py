@@ -365,6 +365,7 @@ def remoting_resources(request: RemotingCommand) -> list[Resource]:
         RequestCode.UPDATE_CONSUMER_OFFSET,
         RequestCode.QUERY_CONSUMER_OFFSET,
         RequestCode.POP_MESSAGE,
+        RequestCode.POP_LITE_MESSAGE,
         RequestCode.ACK_MESSAGE,
         RequestCode.CHANGE_MESSAGE_INVISIBLETIME,
         RequestCode.PEEK_MESSAGE,

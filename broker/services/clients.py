@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pocketmq.broker.protocol.headers import ConsumerData, SubscriptionData
+from pocketmq.broker.services.stats import BrokerStats
 
 __all__ = ["Channel", "ClientRegistry", "ConsumerGroupInfo", "ConsumerInfo"]
 
@@ -33,6 +34,11 @@ class ConsumerInfo:
     client_id: str
     connection: Channel
     last_heartbeat: float
+    # What the client said of itself in its heartbeat (RocketMQ's ClientChannelInfo), for
+    # GET_CONSUMER/PRODUCER_CONNECTION_LIST: its address, LanguageCode name and version.
+    address: str = ""
+    language: str = "JAVA"
+    version: int = 0
 
 
 @dataclass(slots=True)
@@ -49,13 +55,41 @@ class ConsumerGroupInfo:
 
 
 class ClientRegistry:
-    def __init__(self, *, notify: Callable[[str, list[Channel]], None]) -> None:
+    def __init__(
+        self,
+        *,
+        notify: Callable[[str, list[Channel]], None],
+        stats: BrokerStats | None = None,
+    ) -> None:
         self.consumer_groups: dict[str, ConsumerGroupInfo] = {}
         self.producer_groups: dict[str, dict[str, ConsumerInfo]] = {}
         self._notify = notify
+        # counts client connections: opened at a connection's first heartbeat, closed when lost
+        self.stats = stats
+
+    def _first_heartbeat(
+        self, connection: Channel, client_id: str, front: str, address: str
+    ) -> None:
+        if "client_id" not in connection.attributes:
+            connection.attributes["front"] = front
+            connection.attributes["address"] = address
+            # once per connection, at its first heartbeat: the moment its client id is known
+            log.info("client %s connected from %s (%s)", client_id, address or "?", front)
+            if self.stats is not None:
+                self.stats.connection_opened(front)
+        connection.attributes["client_id"] = client_id
 
     def register_consumer(
-        self, data: ConsumerData, client_id: str, connection: Channel, now: float
+        self,
+        data: ConsumerData,
+        client_id: str,
+        connection: Channel,
+        now: float,
+        *,
+        address: str = "",
+        language: str = "JAVA",
+        version: int = 0,
+        front: str = "remoting",
     ) -> bool:
         """Register or refresh; returns True when the group's membership changed."""
         info = self.consumer_groups.get(data.group_name)
@@ -70,21 +104,32 @@ class ClientRegistry:
                 info.subscriptions[subscription.topic] = subscription
         existing = info.consumers.get(client_id)
         changed = existing is None or existing.connection is not connection
-        info.consumers[client_id] = ConsumerInfo(client_id, connection, now)
+        info.consumers[client_id] = ConsumerInfo(
+            client_id, connection, now, address, language, version
+        )
         connection.attributes.setdefault("consumer_groups", set()).add(data.group_name)
-        connection.attributes["client_id"] = client_id
+        self._first_heartbeat(connection, client_id, front, address)
         if changed:
             self._changed(info)
         return changed
 
     def register_producer(
-        self, group: str, client_id: str, connection: Channel, now: float
+        self,
+        group: str,
+        client_id: str,
+        connection: Channel,
+        now: float,
+        *,
+        address: str = "",
+        language: str = "JAVA",
+        version: int = 0,
+        front: str = "remoting",
     ) -> None:
         self.producer_groups.setdefault(group, {})[client_id] = ConsumerInfo(
-            client_id, connection, now
+            client_id, connection, now, address, language, version
         )
         connection.attributes.setdefault("producer_groups", set()).add(group)
-        connection.attributes["client_id"] = client_id
+        self._first_heartbeat(connection, client_id, front, address)
 
     def unregister(
         self, client_id: str, *, consumer_group: str | None, producer_group: str | None
@@ -97,6 +142,16 @@ class ClientRegistry:
             self.producer_groups.get(producer_group, {}).pop(client_id, None)
 
     def connection_lost(self, connection: Channel) -> None:
+        attributes = connection.attributes
+        if "client_id" in attributes:
+            log.info(
+                "client %s at %s disconnected (%s)",
+                attributes["client_id"],
+                attributes.get("address") or "?",
+                attributes.get("front", "remoting"),
+            )
+        if self.stats is not None and "client_id" in attributes:
+            self.stats.connection_closed(attributes.get("front", "remoting"))
         for group in connection.attributes.get("consumer_groups", ()):
             info = self.consumer_groups.get(group)
             if info is None:
@@ -129,6 +184,20 @@ class ClientRegistry:
 
     def group(self, group: str) -> ConsumerGroupInfo | None:
         return self.consumer_groups.get(group)
+
+    def channels_of(self, client_id: str) -> list[Channel]:
+        """The open connections a client ID registered over (as producer or consumer), once
+        each: what a fault that cuts one client closes."""
+        found: dict[int, Channel] = {}
+        for info in self.consumer_groups.values():
+            member = info.consumers.get(client_id)
+            if member is not None and not member.connection.closed:
+                found[id(member.connection)] = member.connection
+        for producers in self.producer_groups.values():
+            producer = producers.get(client_id)
+            if producer is not None and not producer.connection.closed:
+                found[id(producer.connection)] = producer.connection
+        return list(found.values())
 
     def producers_of(self, group: str) -> list[Channel]:
         return [

@@ -16,6 +16,7 @@ episode, one INFO when saves work again.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from pathlib import Path
@@ -26,6 +27,8 @@ from pocketmq.broker.errors import BrokerError, Kind
 from pocketmq.broker.protocol.headers import DataVersion, SubscriptionGroupConfig
 from pocketmq.broker.services.outage import Outage
 from pocketmq.broker.services.persist import JournaledTable, load_json
+
+log = logging.getLogger("pocketmq.broker")
 
 __all__ = ["GroupConfig", "GroupManager", "validate_group_name"]
 
@@ -94,6 +97,7 @@ class GroupManager:
         config = self.groups.get(group)
         if config is None and self.auto_create:
             config = GroupConfig(group_name=group)
+            log.info("subscription group %s auto-created", group)
             try:
                 self._changed(config)
             except OSError:
@@ -107,6 +111,7 @@ class GroupManager:
     def put(self, config: GroupConfig) -> None:
         """Create or replace a group (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP), persisted at once;
         SERVICE_NOT_AVAILABLE (no path in it) when the disk refuses, the table unchanged."""
+        existed = config.group_name in self.groups
         try:
             self._changed(config)
         except OSError as error:
@@ -115,6 +120,31 @@ class GroupManager:
                 "service not available now: the subscription group table could not be saved "
                 f"({error.strerror or 'I/O error'})",
             ) from None
+        log.info("subscription group %s %s", config.group_name, "updated" if existed else "created")
+
+    def delete(self, group: str) -> bool:
+        """Remove a group (DELETE_SUBSCRIPTIONGROUP); False when there was none. The table is
+        saved whole, as RocketMQ's deleteSubscriptionGroupConfig does (the journal holds only
+        whole configs); SERVICE_NOT_AVAILABLE when the disk refuses, the group kept."""
+        previous = self.groups.pop(group, None)
+        if previous is None:
+            return False
+        previous_version = self.data_version
+        self._bump_version()
+        try:
+            self.persist()
+        except OSError as error:
+            self.groups[group] = previous
+            self.data_version = previous_version
+            self.outage.failed(error)
+            raise BrokerError(
+                Kind.SERVICE_UNAVAILABLE,
+                "service not available now: the subscription group table could not be saved "
+                f"({error.strerror or 'I/O error'})",
+            ) from None
+        self.outage.worked()
+        log.info("subscription group %s deleted", group)
+        return True
 
     def _bump_version(self) -> None:
         self.data_version = DataVersion(

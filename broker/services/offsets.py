@@ -38,6 +38,16 @@ class OffsetManager:
     def groups_of(self, topic: str) -> list[str]:
         return sorted(k.split("@", 1)[1] for k in self.table if k.split("@", 1)[0] == topic)
 
+    def remove_group(self, group: str) -> list[str]:
+        """Drop every offset of ``group`` (ConsumerOffsetManager.removeOffset); returns the
+        topics it had offsets of."""
+        keys = [k for k in self.table if k.split("@", 1)[1:] == [group]]
+        for key in keys:
+            del self.table[key]
+        if keys:
+            self._dirty = True
+        return sorted(k.split("@", 1)[0] for k in keys)
+
     def persist(self, *, force: bool = False) -> None:
         if self._dirty or force:
             save_json(self.path, _OffsetFile(offset_table=self.table))

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from time import perf_counter
 
 import msgspec
 
@@ -36,6 +37,7 @@ from pocketmq.broker.services.groups import GroupManager
 from pocketmq.broker.services.offsets import OffsetManager
 from pocketmq.broker.services.retry import RetryService
 from pocketmq.broker.services.sql_filter import SqlExpression
+from pocketmq.broker.services.stats import BrokerStats
 from pocketmq.broker.services.topics import TopicManager, topic_message_type
 from pocketmq.store.errors import CorruptRecordError, OffsetOutOfRangeError
 from pocketmq.store.message_store import MessageStore, PutMessage, PutResult, copy_of
@@ -166,6 +168,8 @@ class PopService:
     fifo_acked: dict[tuple[str, str, int], set[int]] = field(default_factory=dict)
     attempts: dict[tuple[str, str, int, int], int] = field(default_factory=dict)
     redelivered: int = 0
+    # messages and bytes out per group and topic, the read latency (POP and gRPC receive)
+    stats: BrokerStats | None = None
 
     @property
     def revive_topic(self) -> str:
@@ -252,9 +256,11 @@ class PopService:
         order: bool,
         tags: set[int] | None,
         sql: SqlExpression | None = None,
+        now: int | None = None,
     ) -> list[PoppedMessage]:
         """Lend up to ``max_count`` messages; ``tags`` (consume-queue codes) or ``sql`` (an
-        SQL92 expression over each record's properties) say which."""
+        SQL92 expression over each record's properties) say which. ``now``: the pop time, for
+        a caller that pops several topics as one request (a lite pop answers one pop time)."""
         if not INVISIBLE_MS_MIN <= invisible_ms <= INVISIBLE_MS_MAX:
             raise PopError(
                 Kind.INVALID_PARAMETER,
@@ -269,7 +275,7 @@ class PopService:
             )
         max_count = min(max_count, room)
         popped: list[PoppedMessage] = []
-        now = self.now_ms()
+        now = self.now_ms() if now is None else now
         for source_topic, queue in self.queues_for(group, topic, queue_id):
             if len(popped) >= max_count:
                 break
@@ -310,12 +316,18 @@ class PopService:
         if position is None:
             committed = self.offsets.query(group, topic, queue_id)
             position = committed if committed is not None else store.min_offset(topic, queue_id)
+        started = perf_counter()
         result = store.get_messages(topic, queue_id, position, count, tags_codes=tags, group=group)
+        stats = self.stats
+        if stats is not None:
+            stats.read((perf_counter() - started) * 1000.0)
         if sql is not None and result.messages:
             # Refused records are skipped as a tag miss is: the position moves past them.
             kept = [entry for entry in result.messages if sql.matches_record(entry[2])]
             result = replace(result, messages=kept)
         if not result.messages:
+            if stats is not None:
+                stats.missed()
             if result.next_offset > position and not order:
                 self.positions[base] = result.next_offset  # skip filtered-out messages
             return []
@@ -345,6 +357,8 @@ class PopService:
                 queue_offset,
             )
             popped.append(PoppedMessage(raw, handle, topic, queue_id, queue_offset))
+        if stats is not None:
+            stats.got(group, topic, len(popped), sum(len(p.raw) for p in popped))
         if not order:
             self.positions[base] = result.next_offset
             self.offsets.commit(group, topic, queue_id, result.next_offset)

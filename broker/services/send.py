@@ -9,13 +9,17 @@ message type and never creates one (RocketMQ's proxy), and each picks its queue 
 
 from __future__ import annotations
 
+import copy
 import random
+from time import perf_counter
 
 from pocketmq.broker.config import BrokerConfig
 from pocketmq.broker.errors import BrokerError, Kind, from_store_error
+from pocketmq.broker.services.faults import FaultKind, FaultPlan
 from pocketmq.broker.services.lite import is_lmq, lmq_name, validate_lite_topic
 from pocketmq.broker.services.retention import DiskGuard, disk_usage_of
 from pocketmq.broker.services.retry import RetryService
+from pocketmq.broker.services.stats import BrokerStats
 from pocketmq.broker.services.topics import (
     NOT_ALLOWED_SEND_TOPICS,
     PERM_WRITE,
@@ -50,8 +54,17 @@ class SendService:
         retry: RetryService,
         config: BrokerConfig,
         disk: DiskGuard | None = None,
+        stats: BrokerStats | None = None,
+        faults: FaultPlan | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         self.store = store
+        # Planned send faults: the fronts test ``faults.sends`` (an empty list) before a put.
+        self.faults = faults or FaultPlan(now_ms=lambda: 0)
+        # The random queue of a send to queue -1 (seeded for a repeatable run).
+        self._randrange = (rng or random.Random()).randrange
+        # messages and bytes in per topic, the put latency: counted here for every front
+        self.stats = stats or BrokerStats(now_ms=lambda: 0)
         self.topics = topics
         self.writer = writer
         self.retry = retry
@@ -101,11 +114,10 @@ class SendService:
         self.check_writable(config)
         return config
 
-    @staticmethod
-    def queue_of(config: TopicConfig, queue_id: int) -> int:
+    def queue_of(self, config: TopicConfig, queue_id: int) -> int:
         """The queue asked for, or a random one for -1."""
         if queue_id < 0:
-            return random.randrange(config.write_queue_nums)
+            return self._randrange(config.write_queue_nums)
         if queue_id >= config.write_queue_nums:
             raise BrokerError(
                 Kind.ILLEGAL_QUEUE,
@@ -162,9 +174,52 @@ class SendService:
             message.properties_text = text
         return self.put_as_is(message, properties)
 
+    def faulted_put(
+        self, message: PutMessage, properties: dict[str, str]
+    ) -> tuple[PutResult | None, FaultKind | None]:
+        """``put`` while send faults are planned (the front tested ``faults.sends``): the
+        result and the fault that applies, for the front to answer in its terms. SYSTEM_BUSY
+        stores nothing (result None); REDELIVER stores a second copy (answered as usual);
+        FLUSH_DISK_TIMEOUT and SLAVE_NOT_AVAILABLE store the message, answered with that code."""
+        fault = self.faults.take_send(message.topic)
+        if fault is FaultKind.SYSTEM_BUSY:
+            return None, fault
+        if fault is FaultKind.REDELIVER:
+            twin = copy.copy(message)
+            twin_properties = dict(properties)
+            result = self.put(message, properties)
+            self.put(twin, twin_properties)
+            return result, None
+        return self.put(message, properties), fault
+
+    def faulted_put_batch(
+        self, messages: list[PutMessage]
+    ) -> tuple[list[PutResult] | None, FaultKind | None]:
+        """``put_batch`` while send faults are planned: a batch is one send, as for RocketMQ's
+        producers (``faulted_put``'s rules; REDELIVER stores the whole batch twice)."""
+        fault = self.faults.take_send(messages[0].topic)
+        if fault is FaultKind.SYSTEM_BUSY:
+            return None, fault
+        if fault is FaultKind.REDELIVER:
+            twins = [copy.copy(message) for message in messages]
+            results = self.put_batch(messages)
+            self.put_batch(twins)
+            return results, None
+        return self.put_batch(messages), fault
+
     def put_as_is(self, message: PutMessage, properties: dict[str, str]) -> PutResult:
         """Store ``message`` with its properties untouched (a reply, which RocketMQ's
         ReplyMessageProcessor stores as sent), with its delay, timer or transaction."""
+        topic, started = message.topic, perf_counter()
+        try:
+            result = self._put_one(message, properties)
+        except BrokerError:
+            self.stats.put_failed += 1
+            raise
+        self.stats.sent_one(topic, result.total_size, (perf_counter() - started) * 1000.0)
+        return result
+
+    def _put_one(self, message: PutMessage, properties: dict[str, str]) -> PutResult:
         try:
             return self.writer.put(message, properties)
         except StoreFullError as error:
@@ -179,9 +234,25 @@ class SendService:
             raise self.disk.write_failed(error) from None
 
     def put_batch(self, messages: list[PutMessage]) -> list[PutResult]:
-        """Store a batch (one topic and queue) whole or not at all; no delay, timer or
-        transaction applies to a batch's messages (RocketMQ's MessageBatch)."""
-        first = messages[0]
+        """Store a batch whole or not at all; no delay, timer or transaction applies to a
+        batch's messages (RocketMQ's MessageBatch). Its messages share one topic and queue, but
+        for lite messages, each in its lite topic's LMQ."""
+        started = perf_counter()
+        try:
+            results = self._put_many(messages)
+        except BrokerError:
+            self.stats.put_failed += 1
+            raise
+        ms = (perf_counter() - started) * 1000.0
+        topic = messages[0].topic
+        if all(m.topic == topic for m in messages):
+            self.stats.sent(topic, len(results), sum(r.total_size for r in results), ms)
+        else:  # lite messages, each counted in its own lite topic
+            for message, result in zip(messages, results, strict=True):
+                self.stats.sent(message.topic, 1, result.total_size, ms)
+        return results
+
+    def _put_many(self, messages: list[PutMessage]) -> list[PutResult]:
         try:
             results = self.store.put_many(messages)
         except StoreFullError as error:
@@ -194,7 +265,8 @@ class SendService:
             raise from_store_error(error, "the batch") from None
         except OSError as error:
             raise self.disk.write_failed(error) from None
-        self.writer.arrived(first.topic, first.queue_id)
+        for topic, queue_id in dict.fromkeys((m.topic, m.queue_id) for m in messages):
+            self.writer.arrived(topic, queue_id)  # wakes what waits on each queue written
         return results
 
     def _full(self, error: StoreFullError) -> None:

@@ -286,7 +286,9 @@ class TopicManager:
         nums = min(queue_nums or self.default_queue_nums, self.default_queue_nums)
         if topic.startswith(("%RETRY%", "%DLQ%")):
             nums = 1
-        return self.create(topic, read_queue_nums=nums, write_queue_nums=nums)
+        created = self.create(topic, read_queue_nums=nums, write_queue_nums=nums)
+        log.info("topic %s auto-created with %d queues", topic, nums)  # once per topic
+        return created
 
     def delete(self, topic: str) -> bool:
         if topic not in self.topics:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from pocketmq.broker.errors import Kind, TransactionError
 from pocketmq.broker.services.clock import Scheduler
+from pocketmq.broker.services.faults import Fault, FaultKind, FaultPlan
 from pocketmq.broker.services.topics import (
     TRANS_CHECK_MAX_TIME_TOPIC,
     TRANS_HALF_TOPIC,
@@ -93,6 +94,9 @@ class HalfMessage:
     next_check_ms: int
     real_topic: str
     status: TxStatus = TxStatus.PENDING
+    # Check-back answers that reached the broker (any outcome, dropped ones too): a tool that
+    # moves a manual clock waits for them before the next check is due.
+    answers: int = 0
 
 
 # Asks one producer about a transaction: given the half message as sent, and its state.
@@ -112,8 +116,11 @@ class TransactionService:
         timeout_ms: int,
         check_interval_ms: int,
         check_max: int,
+        faults: FaultPlan | None = None,
     ) -> None:
         self.store = store
+        # Planned check-back faults: ``end`` tests ``faults.checks`` (an empty list) for answers.
+        self.faults = faults or FaultPlan(now_ms=now_ms)
         self.scheduler = scheduler
         self.now_ms = now_ms
         self.put = put  # the writer's put_internal: a commit may be delayed or timed
@@ -221,7 +228,13 @@ class TransactionService:
     # -- end ------------------------------------------------------------------------------
 
     def end(
-        self, commit_log_offset: int, producer_group: str, outcome: int, *, from_check: bool
+        self,
+        commit_log_offset: int,
+        producer_group: str,
+        outcome: int,
+        *,
+        from_check: bool,
+        planned_faults: bool = True,
     ) -> str:
         """Commit (8), roll back (12) or leave (0) the transaction of the half copy at
         ``commit_log_offset``. Returns what happened, for the log and admin tools."""
@@ -250,6 +263,12 @@ class TransactionService:
         half = self.pending.get(txid)
         if half is None:
             return "already ended"  # a late or repeated answer: never a second commit
+        if from_check and planned_faults:
+            half.answers += 1
+        if from_check and planned_faults and self.faults.checks:
+            fault = self.faults.take_check_answer(half.real_topic, txid)
+            if fault is not None:
+                return self._faulted_answer(fault, commit_log_offset, producer_group, outcome)
         status = _ANSWERS.get(outcome)
         if status is None:
             raise TransactionError(
@@ -265,6 +284,29 @@ class TransactionService:
         self._write_op(half.queue_offset)
         del self.pending[txid]
         return status.value
+
+    def _faulted_answer(
+        self, fault: Fault, commit_log_offset: int, producer_group: str, outcome: int
+    ) -> str:
+        """A check-back answer a planned fault drops (the transaction stays pending: the next
+        check comes at its time) or holds ``delay_ms`` on the broker's clock."""
+        if fault.kind == FaultKind.DROP_CHECK.value:
+            return "answer dropped (a planned fault): checked again later"
+
+        def answer_now() -> None:
+            try:
+                self.end(
+                    commit_log_offset,
+                    producer_group,
+                    outcome,
+                    from_check=True,
+                    planned_faults=False,
+                )
+            except TransactionError as error:
+                log.warning("a held check-back answer was refused: %s", error)
+
+        self.scheduler.at(self.now_ms() + fault.delay_ms, answer_now)
+        return f"answer held {fault.delay_ms} ms (a planned fault)"
 
     @staticmethod
     def _move(half: HalfMessage, status: TxStatus) -> None:

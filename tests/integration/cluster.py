@@ -12,6 +12,7 @@ Every process is stopped when the block ends, whatever happens.
 from __future__ import annotations
 
 import os
+import re
 import selectors
 import signal
 import socket
@@ -43,6 +44,13 @@ class Process:
     @property
     def address(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def http_address(self) -> str:
+        """The HTTP front's host:port, as the ready line reports it."""
+        match = re.search(r"http (\S+?:\d+)", self.ready_line)
+        assert match is not None, f"no HTTP front in the ready line: {self.ready_line!r}"
+        return match.group(1)
 
     def start(self) -> Process:
         log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
@@ -118,9 +126,15 @@ class Process:
 
 
 def _grpc_args(extra_args: list[str] | None) -> list[str]:
-    """Test brokers serve gRPC only when asked (``--grpc-port``): 8081 would clash."""
+    """Test brokers serve gRPC and HTTP only when asked (``--grpc-port``, ``--http-port 0``):
+    8081 and 8082 would clash, and each front costs start time (aiohttp's import is about half
+    a second). ``Process.http_address`` reads the HTTP port from the ready line."""
     extra = list(extra_args or [])
-    return extra if "--grpc-port" in extra or "--no-grpc" in extra else [*extra, "--no-grpc"]
+    if "--grpc-port" not in extra and "--no-grpc" not in extra:
+        extra.append("--no-grpc")
+    if "--http-port" not in extra and "--no-http" not in extra:
+        extra.append("--no-http")
+    return extra
 
 
 class Cluster:

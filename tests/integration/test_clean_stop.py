@@ -27,6 +27,7 @@ def test_a_clean_stop_of_standalone_unregisters_once_and_quietly(stop: signal.Si
             "standalone",
             "--memory",
             "--no-grpc",
+            "--no-http",  # 8082 may be taken on a shared machine: its WARNING is not the point here
             "--port",
             "0",
             "--namesrv-port",

@@ -22,6 +22,7 @@ pytest.importorskip(
 )
 
 APP = Path(__file__).parent / "grpc_apps" / "official_client.py"
+RECALL_APP = Path(__file__).parent / "grpc_apps" / "official_recall.py"
 RUN_TIMEOUT_S = 90
 
 
@@ -99,6 +100,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
             ("sql-topic", "NORMAL"),
             ("retry-topic", "NORMAL"),
             ("interop-topic", "MIXED"),
+            ("recall-topic", "DELAY"),
         ):
             create_topic(broker, topic, kind)
         yield broker
@@ -262,6 +264,25 @@ def test_push_consumer_failure_is_retried_on_the_5x_backoff(broker: Process, hom
     )
     assert all(m["delivery_attempt"] == 2 for m in result["received"])
     assert set(result["failures"].values()) == {1}
+
+
+def test_recall_message_of_the_official_client(broker: Process, home: Path) -> None:
+    """``Producer.recall_message`` with a delayed message's ``recall_handle``: it answers the
+    message's id and the message is never delivered; the other one due at the same second is."""
+    done = subprocess.run(
+        [sys.executable, str(RECALL_APP), broker.extra["grpc"]]
+        + ["--topic", "recall-topic", "--group", "g-recall"],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        env={**os.environ, "HOME": str(home)},
+        check=False,
+    )
+    assert done.returncode == 0, f"{done.stderr[-3000:]}\nclient log:\n{client_log(home)}"
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    recalled, delivered = result["sent"]
+    assert recalled["handle"] and result["recalled_id"] == recalled["message_id"]
+    assert [r["message_id"] for r in result["received"]] == [delivered["message_id"]], result
 
 
 def test_transactions_commit_and_rollback(broker: Process, home: Path) -> None:

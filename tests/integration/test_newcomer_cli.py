@@ -172,6 +172,32 @@ def test_bad_numbers_are_usage_errors() -> None:
         assert done.returncode == 2 and "usage:" in done.stderr
 
 
+# The read system call's number, as /proc/PID/syscall shows it (x86_64 0, arm64 63).
+_READ_SYSCALL = {"x86_64": "0", "aarch64": "63"}.get(os.uname().machine)
+
+
+def _wait_reading_stdin(pid: int) -> None:
+    """Until a thread of ``pid`` is blocked in read(0, ...): a fixed sleep was too short for the
+    CLI's start on a loaded machine. Where /proc cannot tell, a generous sleep."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/syscall") as f:
+                    fields = f.read().split()
+                if _READ_SYSCALL is None:
+                    break
+                if fields[:2] == [_READ_SYSCALL, "0x0"]:
+                    return
+        except OSError:
+            pass
+        if _READ_SYSCALL is None:
+            time.sleep(3.0)
+            return
+        time.sleep(0.05)
+    raise AssertionError("pocketmq send never read its standard input")
+
+
 def _interrupt_send(stdin: int) -> tuple[int, str]:
     process = subprocess.Popen(
         [str(POCKETMQ), "send", "--topic", "T", "--namesrv", UNREACHABLE],
@@ -180,7 +206,7 @@ def _interrupt_send(stdin: int) -> tuple[int, str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1.0)  # it is reading standard input now
+    _wait_reading_stdin(process.pid)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=20)
     return process.returncode, err

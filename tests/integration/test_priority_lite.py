@@ -39,9 +39,10 @@ def run_app(broker: Process, home: Path, scenario: str, *args: str) -> dict:
     return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
-def bind_group(broker: Process, group: str, parent: str) -> None:
+def bind_group(broker: Process, group: str, parent: str, **attributes: str) -> None:
     # mqadmin updateSubGroup --attributes +lite.bind.topic=<parent>
-    body = json.dumps({"groupName": group, "attributes": {"+lite.bind.topic": parent}})
+    attributes = {"+lite.bind.topic": parent, **attributes}
+    body = json.dumps({"groupName": group, "attributes": attributes})
     with RawClient(broker.address) as client:
         response = client.call(
             RemotingCommand(
@@ -61,6 +62,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Process]:
         for group in ("lite-group", "lite-group-2", "lite-group-remoting"):
             bind_group(broker, group, "parent-topic")
         bind_group(broker, "bound-elsewhere", "other-parent")
+        create_topic(broker, "wild-parent", "LITE")
+        bind_group(broker, "wild-group", "wild-parent", **{"+lite.sub.wildcard": "true"})
         yield broker
 
 
@@ -218,3 +221,34 @@ def test_only_a_group_bound_to_the_parent_consumes_its_lite_topics(
     )
     assert "received" not in result, result
     assert "bind topic not match" in result["message"] and bound in result["message"], result
+
+
+def test_a_wildcard_group_consumes_every_lite_topic(broker: Process, home: Path) -> None:
+    # lite.sub.wildcard: subscribe_lite_all (COMPLETE_ADD) brings every lite topic of the
+    # parent, subscribe_lite (PARTIAL_ADD) is refused.
+    result = run_app(
+        broker,
+        home,
+        "lite",
+        "--topic",
+        "wild-parent",
+        "--group",
+        "wild-group",
+        "--subscribe-all",
+        "--subscribe",
+        "",
+        "--send",
+        "wild-a,wild-b",
+        "--count",
+        "2",
+        "--expect",
+        "4",
+    )
+    assert "error" not in result, result
+    assert "wildcard" in result["refused"]["message"], result
+    assert sorted(tuple(entry) for entry in result["received"]) == [
+        ("wild-a", "wild-a-0"),
+        ("wild-a", "wild-a-1"),
+        ("wild-b", "wild-b-0"),
+        ("wild-b", "wild-b-1"),
+    ]

@@ -51,3 +51,11 @@ def spark() -> Iterator[Any]:
     sparkexport.register(session)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def lifecycle_store(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A store written by a real broker on a manual clock (tests/spark/broker_stores.py)."""
+    from tests.spark.broker_stores import lifecycle_store as write
+
+    return write(tmp_path_factory.mktemp("lifecycle"))

@@ -9,7 +9,8 @@ then a simple consumer takes them; ``lite`` starts a LitePushConsumer bound to t
 lite_push_consumer_example.py), ``subscribe_lite`` to each of ``--subscribe``, then sends
 ``--count`` messages to each of ``--send`` lite topics, interleaved (as lite_producer_example.py,
 ``message.lite_topic``), and reports what the listener got, in the order consumed, once it has
-``--expect`` messages (or after 30 s); ``lite-produce`` sends one message to ``--lite``.
+``--expect`` messages (or after 30 s), with ``--subscribe-all`` calling ``subscribe_lite_all``
+first (COMPLETE_ADD, which a wildcard group answers with every lite topic); ``lite-produce`` sends one message to ``--lite``.
 Errors are reported, not raised.
 """
 
@@ -116,7 +117,14 @@ def lite(args: argparse.Namespace) -> dict:
     consumer.startup()
     result: dict = {}
     try:
-        for name in args.subscribe.split(","):
+        if args.subscribe_all:
+            # a wildcard group: COMPLETE_ADD takes every lite topic; PARTIAL_ADD is refused
+            consumer.subscribe_lite_all()
+            try:
+                consumer.subscribe_lite("one-more")
+            except Exception as error:  # noqa: BLE001
+                result["refused"] = failure(error)
+        for name in args.subscribe.split(",") if args.subscribe else ():
             consumer.subscribe_lite(name)
         producer = Producer(configuration(args), (args.topic,))
         producer.startup()
@@ -149,6 +157,7 @@ def main() -> int:
     parser.add_argument("--send", default="lite-a")
     parser.add_argument("--count", type=int, default=3)
     parser.add_argument("--expect", type=int, default=3)
+    parser.add_argument("--subscribe-all", action="store_true")
     args = parser.parse_args()
     run = {"priority": priority, "lite": lite, "lite-produce": lite_produce}
     print(json.dumps(run[args.scenario](args)), flush=True)
