@@ -104,7 +104,9 @@ from pocketmq.store.message_store import MessageStore
 from pocketmq.store.record import Host
 
 if TYPE_CHECKING:
-    from pocketmq.broker.grpc.server import GrpcFrontend, GrpcTls
+    from pocketmq.broker.grpc.lazy import GrpcTls, LazyGrpcFront
+    from pocketmq.broker.grpc.server import GrpcFrontend
+    from pocketmq.broker.http.lazy import LazyHttpFront
     from pocketmq.broker.http.server import HttpFront
 
 __all__ = ["SEEDED_START_MS", "Broker", "access_control", "store_host", "tls_files"]
@@ -232,8 +234,8 @@ class Broker(BrokerCore):
         # a name server drops a broker whose registering connection closes, so closing it
         # first would leave the unregistration nothing to remove.
         self._namesrv_connections: dict[str, OutboundConnection] = {}
-        self.grpc: GrpcFrontend | None = None
-        self.http: HttpFront | None = None  # the HTTP front (http_port), once listening
+        self.grpc: LazyGrpcFront | None = None
+        self.http: LazyHttpFront | None = None  # the HTTP front (http_port), once listening
         self._registered = asyncio.Event()  # registered with the name servers once
         self.vip_port: int | None = None  # the VIP channel's port, once listening
         self._tls_files: tuple[Path, Path] | None = None  # certificate, key (tls_files)
@@ -570,7 +572,7 @@ class Broker(BrokerCore):
         return server_context(*self.tls_files()) if self.config.remoting_tls else None
 
     def _grpc_tls(self) -> GrpcTls:
-        from pocketmq.broker.grpc.server import GrpcTls
+        from pocketmq.broker.grpc.lazy import GrpcTls
 
         mode = self.config.grpc_tls
         if mode == "off":
@@ -584,11 +586,27 @@ class Broker(BrokerCore):
             return GrpcTls("off")
 
     async def _start_grpc(self) -> None:
+        from pocketmq.broker.grpc.lazy import LazyGrpcFront
+
+        config = self.config
+        assert config.grpc_port is not None
+        tls = self._grpc_tls()
+        # In the default (permissive) TLS mode grpc loads at the port's first connection.
+        self.grpc = LazyGrpcFront(
+            config.host,
+            config.grpc_port,
+            config.advertised_host or config.host,
+            tls,
+            lambda: self._grpc_frontend(tls),
+        )
+        config.grpc_port = await self.grpc.start()
+
+    def _grpc_frontend(self, tls: GrpcTls) -> GrpcFrontend:
         from pocketmq.broker.grpc.server import GrpcFrontend, GrpcSettings
 
         config = self.config
         assert config.grpc_port is not None
-        self.grpc = GrpcFrontend(
+        return GrpcFrontend(
             self,
             GrpcSettings(
                 host=config.host,
@@ -597,17 +615,32 @@ class Broker(BrokerCore):
                 auto_create_topics=config.grpc_auto_create_topics,
                 acl=self.acl,
             ),
-            self._grpc_tls(),
+            tls,
         )
-        config.grpc_port = await self.grpc.start()
 
     async def _start_http(self) -> None:
+        from pocketmq.broker.http.lazy import LazyHttpFront
+
+        config = self.config
+        assert config.http_port is not None
+        # The port is taken now; aiohttp and the routes load at its first connection.
+        self.http = LazyHttpFront(
+            config.host, config.http_port, config.advertised_host or config.host, self._http_front
+        )
+        try:
+            config.http_port = await self.http.start()
+        except OSError as error:
+            # As the VIP channel: clients are served without it; the log says why it is off.
+            log.warning("HTTP front off: %s", error)
+            self.http = None
+
+    def _http_front(self) -> HttpFront:
         from pocketmq.broker.http.health import FrontPorts
         from pocketmq.broker.http.server import HttpFront, HttpSettings
 
         config = self.config
         assert config.http_port is not None
-        self.http = HttpFront(
+        return HttpFront(
             self,
             HttpSettings(
                 host=config.host,
@@ -626,12 +659,6 @@ class Broker(BrokerCore):
             ),
             self._describe,
         )
-        try:
-            config.http_port = await self.http.start()
-        except OSError as error:
-            # As the VIP channel: clients are served without it; the log says why it is off.
-            log.warning("HTTP front off: %s", error)
-            self.http = None
 
     def _describe(self) -> dict[str, object]:
         """Who this broker is and where it listens (the HTTP front's /api/broker)."""

@@ -19,16 +19,16 @@ import contextlib
 import inspect
 import logging
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
 from pocketmq.broker.core import BrokerCore
+from pocketmq.broker.grpc.lazy import TLS_MODES, GrpcTls
 from pocketmq.broker.grpc.service import GrpcSettings, MessagingService
 from pocketmq.broker.grpc.stubs import service_pb2
 from pocketmq.broker.grpc.tls import SniffingFront
 
-__all__ = ["GrpcFrontend", "GrpcSettings", "GrpcTls", "checked_handler"]
+__all__ = ["TLS_MODES", "GrpcFrontend", "GrpcSettings", "GrpcTls", "checked_handler"]
 
 log = logging.getLogger("pocketmq.grpc")
 
@@ -40,25 +40,6 @@ HOUSEKEEPING_S = 10.0
 # 120 s lets idle sockets pile up); the remoting ports' first_request_timeout_s, in ms.
 HANDSHAKE_TIMEOUT_MS = 15_000
 SERVICE_NAME = "MessagingService"
-
-
-TLS_MODES = ("off", "permissive", "enforcing")
-
-
-@dataclass
-class GrpcTls:
-    """TLS on the gRPC port: ``mode`` one of ``TLS_MODES``; ``cert``/``key`` the PEM files
-    served (the broker gives its own or the self-signed pair), needed unless mode is off."""
-
-    mode: str = "permissive"
-    cert: Path | None = None
-    key: Path | None = None
-
-    def __post_init__(self) -> None:
-        if self.mode not in TLS_MODES:
-            raise ValueError(f"gRPC TLS mode {self.mode!r}: one of {', '.join(TLS_MODES)}")
-        if self.mode != "off" and (self.cert is None or self.key is None):
-            raise ValueError(f"gRPC TLS mode {self.mode}: a certificate and key are needed")
 
 
 class _ClientContext:
@@ -290,10 +271,25 @@ class GrpcFrontend:
                 await self.server.stop(grace=None)
                 raise OSError(f"gRPC port {target} is not available: {error}") from None
         self.settings.port = port
-        self._housekeeping = asyncio.create_task(self._expire_loop(), name="grpc-housekeeping")
+        self._start_housekeeping()
         served = {"off": "plaintext", "enforcing": "TLS", "permissive": "TLS and plaintext"}
         log.info("gRPC front-end (apache.rocketmq.v2) on %s, %s", self.address, served[mode])
         return port
+
+    async def start_behind(self, front: SniffingFront) -> tuple[int, int]:
+        """Permissive mode behind ``front``, already listening on the public port (``lazy.py``
+        starts grpc at its first connection): grpc's TLS and plaintext loopback ports."""
+        assert self.tls.mode == "permissive"
+        self.front = front
+        tls_port = self._add_port("127.0.0.1:0", self._credentials())
+        plain_port = self._add_port("127.0.0.1:0")
+        await self.server.start()
+        self._start_housekeeping()
+        log.info("gRPC front-end (apache.rocketmq.v2) loaded, serving %s", self.address)
+        return tls_port, plain_port
+
+    def _start_housekeeping(self) -> None:
+        self._housekeeping = asyncio.create_task(self._expire_loop(), name="grpc-housekeeping")
 
     async def _expire_loop(self) -> None:
         loop = asyncio.get_running_loop()

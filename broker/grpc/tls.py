@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 __all__ = ["SniffingFront"]
@@ -91,15 +92,19 @@ class _Front(asyncio.Protocol):
         self.owner.counts["tls" if tls else "plaintext"] += 1
         assert self.transport is not None
         self.transport.pause_reading()  # until the loopback connection is up
-        task = asyncio.ensure_future(
-            self._connect(self.owner.tls_port if tls else self.owner.plain_port)
-        )
+        task = asyncio.ensure_future(self._connect(tls))
         self.owner.tasks.add(task)
         task.add_done_callback(self.owner.tasks.discard)
 
-    async def _connect(self, port: int) -> None:
+    async def _connect(self, tls: bool) -> None:
         loop = asyncio.get_running_loop()
         back = _Back(self)
+        try:
+            tls_port, plain_port = await self.owner.backend_ports()
+        except Exception:  # logged once by backend_ports
+            self.close()
+            return
+        port = tls_port if tls else plain_port
         try:
             await loop.create_connection(lambda: back, "127.0.0.1", port)
         except OSError as error:
@@ -162,18 +167,53 @@ def _grpc_peer(peername: Any) -> str:
 class SniffingFront:
     """The public port of a grpc server that listens on two loopback ports, one with TLS.
 
+    The ports are given, or ``backend`` gives them: it is awaited once, when the first
+    connection has sent its first byte, and starts the grpc server (``lazy.py``).
+
     ``peers`` maps the local port of each loopback connection to the client's own address, so
     calls are logged and stamped (``__BORNHOST``) with the client's address, not the front's
     (``peer_of``)."""
 
-    def __init__(self, tls_port: int, plain_port: int) -> None:
+    def __init__(
+        self,
+        tls_port: int = 0,
+        plain_port: int = 0,
+        backend: Callable[[], Awaitable[tuple[int, int]]] | None = None,
+    ) -> None:
         self.tls_port = tls_port
         self.plain_port = plain_port
+        self.backend = backend
         self.connections: set[_Front] = set()
         self.peers: dict[int, str] = {}
         self.counts = {"tls": 0, "plaintext": 0}
         self.tasks: set[asyncio.Future[None]] = set()
         self._server: asyncio.Server | None = None
+        self._backend_start: asyncio.Future[tuple[int, int]] | None = None
+
+    async def backend_ports(self) -> tuple[int, int]:
+        """The TLS and plaintext loopback ports; the first call starts ``backend``, once (a
+        failure is logged once and raised to every connection waiting or to come)."""
+        if self.backend is None:
+            return self.tls_port, self.plain_port
+        if self._backend_start is None:
+            self._backend_start = asyncio.ensure_future(self._run_backend(self.backend))
+        return await asyncio.shield(self._backend_start)
+
+    async def _run_backend(
+        self, backend: Callable[[], Awaitable[tuple[int, int]]]
+    ) -> tuple[int, int]:
+        try:
+            self.tls_port, self.plain_port = await backend()
+        except Exception:
+            log.exception("gRPC front-end could not be started")
+            raise
+        return self.tls_port, self.plain_port
+
+    async def backend_settled(self) -> None:
+        """Wait for a backend start under way (at close: then it can be stopped)."""
+        if self._backend_start is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._backend_start)
 
     async def start(self, host: str, port: int, backlog: int = 1024) -> int:
         loop = asyncio.get_running_loop()

@@ -16,6 +16,7 @@ import base64
 import binascii
 import hmac
 import logging
+import socket
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -116,11 +117,17 @@ class HttpFront:
     def address(self) -> str:
         return f"{self.settings.advertised_host or self.settings.host}:{self.settings.port}"
 
-    async def start(self) -> int:
+    async def start(self, sock: socket.socket | None = None) -> int:
+        """Listen on ``settings``' host and port, or serve ``sock``, a socket already bound
+        and listening (``lazy.py``: the port was taken at start, aiohttp loaded later)."""
         # No access log: a scrape every few seconds would drown the broker's own log.
         runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         await runner.setup()
-        site = web.TCPSite(runner, self.settings.host, self.settings.port, reuse_address=True)
+        site: web.BaseSite
+        if sock is not None:
+            site = web.SockSite(runner, sock)
+        else:
+            site = web.TCPSite(runner, self.settings.host, self.settings.port, reuse_address=True)
         try:
             await site.start()
         except OSError as error:
