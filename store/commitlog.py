@@ -185,27 +185,28 @@ class CommitLog:
             return self.segment_size - END_FILE_MIN_BLANK_LENGTH
         return self._segments[-1].size - self._write_position - END_FILE_MIN_BLANK_LENGTH
 
-    def write_batch(self, size: int, encode: Callable[[memoryview, int, int], bytes]) -> int:
+    def write_batch(self, size: int, encode: Callable[[int], bytes]) -> int:
         """Write a batch of ``size`` bytes of records as one: in the current segment, or in
         the next one when it does not fit (a batch never straddles two, as RocketMQ's batch
-        append). ``encode(view, position, physical offset)`` writes the records there but the
-        first 8 bytes (the first record's TOTALSIZE and magic), which it returns
-        (``record.encode_batch``). Returns the batch's physical offset.
+        append). ``encode(physical offset)`` returns the records (``record.encode_batch``).
+        Returns the batch's physical offset.
 
-        Those 8 bytes go in last, in one store (a kill stops a process between instructions,
-        never inside one): until then the batch starts with zeros, which recovery takes for
-        the end of the log, so a process killed while the batch is written leaves no record of
-        it (a kill in a loop of single appends leaves the records before it). A power loss
-        keeps only what was flushed: a sync-flush send is answered after the flush, so a batch
-        it tears was never acknowledged."""
+        The first 8 bytes (the first record's TOTALSIZE and magic) go in last, in one store (a
+        kill stops a process between instructions, never inside one): until then the batch
+        starts with zeros, which recovery takes for the end of the log, so a process killed
+        while the batch is copied in leaves no record of it (a kill in a loop of single appends
+        leaves the records before it). A power loss keeps only what was flushed: a sync-flush
+        send is answered after the flush, so a batch it tears was never acknowledged."""
         segment, position, physical_offset = self.reserve(size)
         end = position + size
         if end > self._prefaulted:
             self._prefault_ahead(segment, end)
+        data = encode(physical_offset)
+        assert len(data) == size
         view = segment.view
-        head = encode(view, position, physical_offset)
-        assert len(head) == END_FILE_MIN_BLANK_LENGTH
-        view[position : position + END_FILE_MIN_BLANK_LENGTH] = head  # the batch is in
+        head = position + END_FILE_MIN_BLANK_LENGTH
+        view[head:end] = memoryview(data)[END_FILE_MIN_BLANK_LENGTH:]
+        view[position:head] = data[:END_FILE_MIN_BLANK_LENGTH]  # the batch is in
         self._write_position = end
         return physical_offset
 

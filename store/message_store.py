@@ -46,13 +46,15 @@ from pocketmq.store.files import Backend, DiskBackend, MemoryBackend
 from pocketmq.store.index import IndexFormatError, IndexService
 from pocketmq.store.javahash import tags_code as compute_tags_code
 from pocketmq.store.record import (
-    ADDRESS_V6,
+    ADDRESS_V4,
     BODY_AT_V4,
+    CRC_PROPERTY_LENGTH,
     CRC_RESERVE,
     END_FILE_MIN_BLANK_LENGTH,
     HOSTS_V6,
     LOCALHOST,
     MAGIC_V1,
+    V6_SHIFT,
     Host,
     MessageRecord,
     SysFlag,
@@ -62,7 +64,6 @@ from pocketmq.store.record import (
     encode_properties,
     picking_struct,
     record_intact,
-    stored_length,
     topic_field,
     unpack_record,
 )
@@ -96,6 +97,7 @@ _TX_MASK = SysFlag.TRANSACTION_MASK
 _TX_NOT = SysFlag.TRANSACTION_NOT_TYPE
 _TX_COMMIT = SysFlag.TRANSACTION_COMMIT_TYPE
 _TX_ROLLBACK = SysFlag.TRANSACTION_ROLLBACK_TYPE
+_QUEUED = (_TX_NOT, _TX_COMMIT)  # the transaction types that get a consume-queue entry
 _TOPIC_FIELDS_MAX = 4096  # topic -> its TOPIC field, for batches (bounded: topics may be many)
 
 __all__ = ["GetResult", "GetStatus", "MessageStore", "PutMessage", "PutResult", "copy_of"]
@@ -833,45 +835,20 @@ class MessageStore:
         """Append a batch, in order, as one write. Every message is checked first: one that
         breaks a limit refuses the whole batch and nothing of it is written.
 
-        The records are encoded in one pass straight into one segment (``record.encode_batch``
-        through ``CommitLog.write_batch``: a batch never straddles two segments, and a process
-        killed while it is written leaves none of it); the consume-queue entries of each queue
-        are packed and written together, the index keys queued together. Byte for byte what a
-        loop of :meth:`put` writes, but that the batch starts in the next segment when it does
-        not fit the current one. A batch larger than a segment (only with segments smaller
-        than the defaults) is written as consecutive parts that each fill a segment, each
-        whole or not at all."""
-        self._check_open()
+        The records are encoded in one pass and copied into one segment at once
+        (``record.encode_batch`` through ``CommitLog.write_batch``: a batch never straddles two
+        segments, and a process killed while it is written leaves none of it); the
+        consume-queue entries of each queue are packed and written together, the index keys
+        queued together. Byte for byte what a loop of :meth:`put` writes, but that the batch
+        starts in the next segment when it does not fit the current one. A batch larger than a
+        segment (only with segments smaller than the defaults) is written as consecutive parts
+        that each fill a segment, each whole or not at all."""
+        if self._closed:
+            self._check_open()
         batch = messages if isinstance(messages, list) else list(messages)
         if not batch:
             return []
-        prepare = self._prepare
-        fields_of = self._topic_fields
-        append_crc = self._append_crc
-        store_v6 = int(self._store_host.is_v6)
-        topic_fields: list[bytes] = []
-        properties_list: list[dict[str, str]] = []
-        properties_bytes_list: list[bytes] = []
-        sizes: list[int] = []
-        for message in batch:
-            topic_bytes, properties, properties_bytes = prepare(message)
-            field = fields_of.get(topic_bytes)
-            if field is None:
-                if len(fields_of) >= _TOPIC_FIELDS_MAX:
-                    fields_of.clear()
-                field = fields_of[topic_bytes] = topic_field(topic_bytes)
-            topic_fields.append(field)
-            properties_list.append(properties)
-            properties_bytes_list.append(properties_bytes)
-            sizes.append(
-                stored_length(
-                    len(field),
-                    len(message.body),
-                    properties_bytes,
-                    (len(message.born_host.address) == ADDRESS_V6) + store_v6,
-                    append_crc,
-                )
-            )
+        topic_fields, properties_list, properties_fields, sizes = self._prepare_batch(batch)
         queue_offsets, runs = self._secure_batch(batch)
         # A store time per record, as a loop of puts takes them (RocketMQ gives a batch one;
         # within a millisecond they are the same, and a test clock that ticks sees each).
@@ -879,28 +856,21 @@ class MessageStore:
         store_timestamps = [clock() for _ in batch]
         self.last_store_timestamp = store_timestamps[-1]
         store_host = self._store_host
+        append_crc = self._append_crc
         offsets: list[int] = []
-        parts = _batch_parts(sizes, self.commitlog.segment_size)
-        # the lists themselves for a batch in one part (nearly all): no copies of them
-        whole = len(parts) == 1
-        for first, last, size in parts:
+        for first, last, size in _batch_parts(sizes, self.commitlog.segment_size):
+            whole = first == 0 and last == len(batch)  # nearly always: no copies of the lists
 
             def encode(
-                view: memoryview,
-                at: int,
-                physical_offset: int,
-                first: int = first,
-                last: int = last,
+                physical_offset: int, first: int = first, last: int = last, whole: bool = whole
             ) -> bytes:
                 return encode_batch(
                     batch if whole else batch[first:last],
                     topic_fields if whole else topic_fields[first:last],
-                    properties_bytes_list if whole else properties_bytes_list[first:last],
+                    properties_fields if whole else properties_fields[first:last],
                     queue_offsets if whole else queue_offsets[first:last],
                     sizes if whole else sizes[first:last],
                     store_timestamps if whole else store_timestamps[first:last],
-                    into=view,
-                    at=at,
                     physical_offset=physical_offset,
                     store_host=store_host,
                     append_crc=append_crc,
@@ -913,6 +883,65 @@ class MessageStore:
         return self._dispatch_batch(
             batch, properties_list, queue_offsets, runs, offsets, sizes, store_timestamps
         )
+
+    def _prepare_batch(
+        self, batch: list[PutMessage]
+    ) -> tuple[list[bytes], list[dict[str, str]], list[bytes], list[int]]:
+        """:meth:`_prepare` over a batch, with each record's TOPIC and PROPERTIES fields (the
+        properties' length first, the ``__CRC32#`` property's separator and room counted) and
+        its TOTALSIZE. The common case (a known topic, the properties as text and parsed,
+        within the limits) is checked here without a call per message; anything else takes
+        :meth:`_prepare`, which names the limit broken."""
+        prepare = self._prepare
+        fields_of = self._topic_fields
+        valid = self._valid_topics
+        body_max = self._body_size_max
+        properties_max = self._properties_size_max
+        append_crc = self._append_crc
+        crc_room = CRC_PROPERTY_LENGTH if append_crc else 0
+        store_shift = V6_SHIFT if self._store_host.is_v6 else 0
+        fixed = BODY_AT_V4 + 2 + store_shift + crc_room  # with the properties' length
+        plain = not self.disk_full
+        topic_fields: list[bytes] = []
+        properties_list: list[dict[str, str]] = []
+        properties_fields: list[bytes] = []
+        sizes: list[int] = []
+        for message in batch:
+            topic = message.topic
+            text = message.properties_text
+            properties = message.properties
+            topic_bytes = valid.get(topic)
+            if (
+                topic_bytes is not None
+                and text is not None
+                and properties is not None
+                and plain
+                and topic != STATE_TOPIC
+                and len(message.body) <= body_max
+            ):
+                properties_bytes = text.encode()
+                if len(properties_bytes) > properties_max:
+                    topic_bytes, properties, properties_bytes = prepare(message)
+            else:
+                topic_bytes, properties, properties_bytes = prepare(message)
+            field = fields_of.get(topic_bytes)
+            if field is None:
+                if len(fields_of) >= _TOPIC_FIELDS_MAX:
+                    fields_of.clear()
+                field = fields_of[topic_bytes] = topic_field(topic_bytes)
+            if append_crc and properties_bytes and properties_bytes[-1] != 2:
+                properties_bytes += b"\x02"  # the CRC property needs a separator before it
+            properties_len = len(properties_bytes)
+            topic_fields.append(field)
+            properties_list.append(properties)
+            properties_fields.append(
+                (properties_len + crc_room).to_bytes(2, "big") + properties_bytes
+            )
+            size = fixed + len(message.body) + len(field) + properties_len
+            if len(message.born_host.address) != ADDRESS_V4:
+                size += V6_SHIFT
+            sizes.append(size)
+        return topic_fields, properties_list, properties_fields, sizes
 
     def _dispatch_batch(
         self,
@@ -927,6 +956,8 @@ class MessageStore:
         """Consume-queue entries (each queue's in one write), index keys and state changes of
         a batch whose records are written."""
         entries: dict[QueueKey, list[QueueEntry]] = {key: [] for key in runs}
+        # a batch of one queue (the common case) appends to its list without a lookup
+        only = next(iter(entries.values())) if len(entries) == 1 else None
         keyed: list[tuple[str, tuple[str, ...], int, int]] = []
         index_enable = self._index_enable
         tags_codes = self._tags_codes
@@ -936,16 +967,24 @@ class MessageStore:
         ):
             topic = message.topic
             tx_type = message.sysflag & _TX_MASK
-            if tx_type in (_TX_NOT, _TX_COMMIT):
+            if tx_type in _QUEUED:
                 tags = properties.get("TAGS")
                 code = tags_codes.get(tags) if tags else 0
                 if code is None or topic == SCHEDULE_TOPIC:
                     code = self._queue_tags_code(topic, properties, store_timestamp)
-                entries[(topic, message.queue_id)].append((offset, size, code))
+                (only if only is not None else entries[(topic, message.queue_id)]).append(
+                    (offset, size, code)
+                )
             if index_enable and tx_type != _TX_ROLLBACK:
-                keys = _index_keys(properties)
-                if keys:
-                    keyed.append((topic, keys, offset, store_timestamp))
+                # _index_keys' common case (one key and a unique key) inline
+                key = properties.get("KEYS")
+                unique = properties.get("UNIQ_KEY")
+                if key and unique and " " not in key:
+                    keyed.append((topic, (key, unique), offset, store_timestamp))
+                elif key or unique:
+                    keys = _index_keys(properties)
+                    if keys:
+                        keyed.append((topic, keys, offset, store_timestamp))
             if topic == STATE_TOPIC:
                 self.states.apply(decode_state_body(message.body, store_timestamp))
             results.append(PutResult(offset, size, queue_offset, store_timestamp))
@@ -965,20 +1004,34 @@ class MessageStore:
         queue_offsets: list[int] = []
         runs: dict[QueueKey, tuple[ConsumeQueue, int]] = {}
         next_offsets: dict[QueueKey, int] = {}
+        # The queue of the message before: a batch goes to one queue (RocketMQ sends it so),
+        # and the next message of the same queue needs no lookup.
+        last_topic: str | None = None
+        last_queue_id = queue_offset = 0
         for message in batch:
-            if message.sysflag & _TX_MASK in (_TX_NOT, _TX_COMMIT):
-                key = (message.topic, message.queue_id)
-                queue_offset = next_offsets.get(key)
-                if queue_offset is None:
-                    queue = self.consume_queues.queues.get(key)
-                    if queue is None:
-                        queue = self.consume_queues.get_or_create(*key)
-                    queue_offset = queue.max_offset
-                    runs[key] = (queue, queue_offset)
-                next_offsets[key] = queue_offset + 1
+            if message.sysflag & _TX_MASK in _QUEUED:
+                topic = message.topic
+                queue_id = message.queue_id
+                if queue_id == last_queue_id and topic == last_topic:
+                    queue_offset += 1
+                else:
+                    if last_topic is not None:
+                        next_offsets[(last_topic, last_queue_id)] = queue_offset + 1
+                    key = (topic, queue_id)
+                    known = next_offsets.get(key)
+                    if known is None:
+                        queue = self.consume_queues.queues.get(key)
+                        if queue is None:
+                            queue = self.consume_queues.get_or_create(*key)
+                        known = queue.max_offset
+                        runs[key] = (queue, known)
+                    queue_offset = known
+                    last_topic, last_queue_id = topic, queue_id
                 queue_offsets.append(queue_offset)
             else:
                 queue_offsets.append(0)
+        if last_topic is not None:
+            next_offsets[(last_topic, last_queue_id)] = queue_offset + 1
         for key, (queue, first) in runs.items():
             last = next_offsets[key] - 1
             if queue.has_room(last):

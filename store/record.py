@@ -524,45 +524,51 @@ class BatchMessage(Protocol):
 
 
 _CRC_MASK = 0x7FFFFFFF
+_NOT_V6 = ~HOSTS_V6
 
 
 def encode_batch(
     messages: Sequence[BatchMessage],
     topic_fields: Sequence[bytes],
-    properties: Sequence[bytes],
+    properties_fields: Sequence[bytes],
     queue_offsets: Sequence[int],
     sizes: Sequence[int],
     store_timestamps: Sequence[int],
     *,
-    into: memoryview,
-    at: int,
     physical_offset: int,
     store_host: Host,
     append_crc: bool,
 ) -> bytes:
-    """Encode a batch of records back to back into ``into`` from ``at``: byte for byte what a
-    loop of single appends from ``physical_offset`` writes, but the first record's TOTALSIZE
-    and magic (its first 8 bytes), which are returned instead: written last, in one store,
-    they make the whole batch appear at once (``CommitLog.write_batch``; until then ``into``
-    holds zeros there). ``topic_fields`` are :func:`topic_field`; ``sizes`` the
-    :func:`stored_length` of each record (a mismatch is a bug and asserts). Checks no limit:
-    the caller's limits, as :func:`pack_record`.
+    """A batch of records back to back, from ``physical_offset`` on: byte for byte what a loop
+    of single appends writes there. ``topic_fields`` are :func:`topic_field`;
+    ``properties_fields`` each record's PROPERTIES field but the ``__CRC32#`` property: its
+    length (counting that property's 20 bytes when ``append_crc``), then the properties (with
+    the separator that property needs before it); ``sizes`` each record's TOTALSIZE (a
+    mismatch is a bug and asserts). Checks no limit: the caller's limits, as
+    :func:`pack_record`.
 
-    Straight into the target (a segment's mapping): a buffer in between would cost a zeroing
-    and a second copy of every byte."""
-    view = into
-    first = at
-    head = b""
+    Each record is one ``join`` of its header, body and those fields, its CRCs computed on
+    bytes objects, and the batch one ``join`` of them: two copies of each body, which cost
+    less than the slice arithmetic and views of writing each part into the target."""
+    parts: list[bytes] = []
+    append = parts.append
     store_address = store_host.address
     store_port = store_host.port
     store_v6 = len(store_address) == ADDRESS_V6
+    at = physical_offset
     for message, topic, props, queue_offset, total, store_timestamp in zip(
-        messages, topic_fields, properties, queue_offsets, sizes, store_timestamps, strict=True
+        messages,
+        topic_fields,
+        properties_fields,
+        queue_offsets,
+        sizes,
+        store_timestamps,
+        strict=True,
     ):
         body = message.body
         born_host = message.born_host
         born_address = born_host.address
-        sysflag = message.sysflag & ~HOSTS_V6
+        sysflag = message.sysflag & _NOT_V6
         if len(born_address) == ADDRESS_V4 and not store_v6:
             prefix = PREFIX_V4
         else:
@@ -571,78 +577,39 @@ def encode_batch(
             if store_v6:
                 sysflag |= SysFlag.STOREHOST_V6
             prefix = PREFIX[(len(born_address), len(store_address))]
-        if append_crc and props and props[-1] != 2:
-            props += b"\x02"  # the CRC property needs a separator before it
-        body_len = len(body)
-        magic = MAGIC_V1 if len(topic) <= TOPIC_LENGTH_MAX_V1 + 1 else MAGIC_V2
-        if at != first:
-            prefix.pack_into(
-                view,
-                at,
-                total,
-                magic,
-                crc32(body) & _CRC_MASK,
-                message.queue_id,
-                message.flag,
-                queue_offset,
-                physical_offset + at - first,
-                sysflag,
-                message.born_timestamp,
-                born_address,
-                born_host.port,
-                store_timestamp,
-                store_address,
-                store_port,
-                message.reconsume_times,
-                message.prepared_transaction_offset,
-                body_len,
+        record = b"".join(
+            (
+                prefix.pack(
+                    total,
+                    MAGIC_V1 if len(topic) <= TOPIC_LENGTH_MAX_V1 + 1 else MAGIC_V2,
+                    crc32(body) & _CRC_MASK,
+                    message.queue_id,
+                    message.flag,
+                    queue_offset,
+                    at,
+                    sysflag,
+                    message.born_timestamp,
+                    born_address,
+                    born_host.port,
+                    store_timestamp,
+                    store_address,
+                    store_port,
+                    message.reconsume_times,
+                    message.prepared_transaction_offset,
+                    len(body),
+                ),
+                body,
+                topic,
+                props,
             )
-        else:  # the first record: its head is held back
-            header = prefix.pack(
-                total,
-                magic,
-                crc32(body) & _CRC_MASK,
-                message.queue_id,
-                message.flag,
-                queue_offset,
-                physical_offset,
-                sysflag,
-                message.born_timestamp,
-                born_address,
-                born_host.port,
-                store_timestamp,
-                store_address,
-                store_port,
-                message.reconsume_times,
-                message.prepared_transaction_offset,
-                body_len,
-            )
-            head = header[:END_FILE_MIN_BLANK_LENGTH]
-            view[at + END_FILE_MIN_BLANK_LENGTH : at + prefix.size] = header[
-                END_FILE_MIN_BLANK_LENGTH:
-            ]
-        position = at + prefix.size
-        view[position : position + body_len] = body
-        position += body_len
-        view[position : position + len(topic)] = topic
-        position += len(topic)
-        properties_len = len(props) + (CRC_PROPERTY_LENGTH if append_crc else 0)
-        view[position : position + 2] = properties_len.to_bytes(2, "big")
-        position += 2
-        view[position : position + len(props)] = props
-        position += len(props)
+        )
+        append(record)
         if append_crc:
-            if at == first:  # the head is not in the target yet
-                crc = crc32(view[at + END_FILE_MIN_BLANK_LENGTH : position], crc32(head))
-            else:
-                crc = crc32(view[at:position])
-            view[position : position + CRC_PROPERTY_LENGTH] = (
-                CRC_PROPERTY_BACKWARDS % (crc & _CRC_MASK)
-            )[::-1]
-            position += CRC_PROPERTY_LENGTH
-        assert position == at + total, (position - at, total)
-        at = position
-    return head
+            append((CRC_PROPERTY_BACKWARDS % (crc32(record) & _CRC_MASK))[::-1])
+        at += total
+    data = b"".join(parts)
+    assert len(data) == at - physical_offset, (len(data), at - physical_offset)
+    return data
 
 
 def encode_record(
