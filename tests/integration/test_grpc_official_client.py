@@ -147,8 +147,7 @@ def test_normal_producer_and_simple_consumer(broker: Process, home: Path) -> Non
         "g-normal",
         "--count",
         "1",
-        "--timeout",
-        "6",
+        "--until-empty",
     )["received"]
     assert again == []
 
@@ -203,8 +202,9 @@ def test_push_consumer_receives_everything(broker: Process, home: Path) -> None:
 
 def test_sql92_filter_expressions_of_simple_and_push_consumers(broker: Process, home: Path) -> None:
     """FilterExpression(..., FilterType.SQL): the broker hands over exactly the messages whose
-    properties match. Each run asks for one more than match and waits out its timeout, so a
-    message let through wrongly would show up."""
+    properties match. Each run asks for one more than match: the simple consumer receives
+    until a receive finds nothing, the push consumer waits out its timeout, so a message let
+    through wrongly would show up."""
     sent = run_app(broker, home, "normal", "--topic", "sql-topic", "--count", "10")["sent"]
     assert len(sent) == 10
     popped = run_app(
@@ -219,10 +219,7 @@ def test_sql92_filter_expressions_of_simple_and_push_consumers(broker: Process, 
         "index >= 6",
         "--count",
         "5",
-        "--timeout",
-        "6",
-        "--await-duration",
-        "2",
+        "--until-empty",
     )["received"]
     assert sorted(m["body"] for m in popped) == [f"message-{i}" for i in (6, 7, 8, 9)]
     pushed = run_app(
@@ -322,8 +319,7 @@ def test_transactions_commit_and_rollback(broker: Process, home: Path) -> None:
         "g-tx",
         "--count",
         "4",
-        "--timeout",
-        "8",
+        "--until-empty",
     )["received"]
     assert sorted(m["body"] for m in received) == sorted(s["body"] for s in committed)
 
@@ -465,8 +461,7 @@ def test_signed_calls_of_the_official_client(tmp_path: Path, home: Path) -> None
             "g",
             "--count",
             "3",
-            "--timeout",
-            "8",
+            "--until-empty",
             *credentials,
         )["received"]
         assert sorted(m["message_id"] for m in received) == sorted(

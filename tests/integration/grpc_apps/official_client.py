@@ -162,9 +162,12 @@ def simple_consume(args: argparse.Namespace) -> dict:
     deadline = time.time() + args.timeout
     try:
         while len(received) < args.count and time.time() < deadline:
-            for message in consumer.receive(32, args.invisible):
+            batch = consumer.receive(32, args.invisible)
+            for message in batch:
                 received.append(received_entry(message))
                 consumer.ack(message)
+            if args.until_empty and not batch:
+                break  # a whole long poll over every queue found nothing more
     finally:
         consumer.shutdown()
     return {"received": received}
@@ -226,6 +229,11 @@ def main() -> int:
     parser.add_argument("--fail-first", type=int, default=0, help="push: fail each message n times")
     parser.add_argument("--invisible", type=int, default=15)
     parser.add_argument("--await-duration", type=int, default=5)
+    parser.add_argument(
+        "--until-empty",
+        action="store_true",
+        help="simple: stop at the first receive that finds nothing (all was sent before)",
+    )
     parser.add_argument("--timeout", type=float, default=30.0)
     parser.add_argument("--request-timeout", type=int, default=3)
     parser.add_argument("--access-key", default="")
