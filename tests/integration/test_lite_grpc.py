@@ -203,8 +203,11 @@ async def test_an_exclusive_lite_topic_moves_and_the_loser_is_told(
         assert (await first.sync(Action.COMPLETE_ADD, "solo", "other")).code == Code.OK
         again = await first.command()
         assert again.notify_unsubscribe_lite_command.lite_topic == "solo"
+        # Both stored before the loser asks: one receive pops every lite topic it may take, so
+        # solo-2 would come with other-1 were solo still its.
         send_lite(broker, PARENT, "solo", "solo-2")
-        assert await first.receive(polling_s=5) == []
+        send_lite(broker, PARENT, "other", "other-1")
+        assert await first.receive() == [("other", "other-1")]
         assert await second.receive() == [("solo", "solo-2")]
     finally:
         await first.close()
@@ -242,9 +245,11 @@ async def test_a_shared_group_tells_nobody(broker: Process, channel: Any) -> Non
         with pytest.raises(TimeoutError):
             await first.command(timeout_s=1.0)
         send_lite(broker, PARENT, "both", "both-0")
-        # One of the two takes it (either may).
-        got = await first.receive(polling_s=5) + await second.receive(polling_s=5)
-        assert got == [("both", "both-0")]
+        # The first to ask takes it; the other keeps the lite topic, and gets what comes next
+        # but not both-0 again.
+        assert await first.receive() == [("both", "both-0")]
+        send_lite(broker, PARENT, "both", "both-1")
+        assert await second.receive() == [("both", "both-1")]
     finally:
         await first.close()
         await second.close()
@@ -260,9 +265,8 @@ async def test_offset_options_on_subscribe(broker: Process, channel: Any) -> Non
             Action.PARTIAL_ADD, "history", option=Option(policy=Option.MAX)
         )
         assert status.code == Code.OK, status
-        assert await consumer.receive(polling_s=5) == []
         send_lite(broker, PARENT, "history", "h-5")
-        assert await consumer.receive() == [("history", "h-5")]
+        assert await consumer.receive() == [("history", "h-5")]  # none of h-0 to h-4
         # An offset, then TAIL_N from the committed offset (6), then MIN.
         await consumer.sync(Action.PARTIAL_ADD, "history", option=Option(offset=3))
         assert [b for _, b in await consumer.receive()] == ["h-3", "h-4", "h-5"]
@@ -270,10 +274,12 @@ async def test_offset_options_on_subscribe(broker: Process, channel: Any) -> Non
         assert [b for _, b in await consumer.receive()] == ["h-4", "h-5"]
         await consumer.sync(Action.PARTIAL_ADD, "history", option=Option(policy=Option.MIN))
         assert len(await consumer.receive()) == 6
-        # LAST (and a timestamp, which RocketMQ ignores) keep the group where it is.
+        # LAST (and a timestamp, which RocketMQ ignores) keep the group where it is: at the
+        # end, so the next receive brings only what comes next.
         await consumer.sync(Action.PARTIAL_ADD, "history", option=Option(policy=Option.LAST))
         await consumer.sync(Action.PARTIAL_ADD, "history", option=Option(timestamp=1))
-        assert await consumer.receive(polling_s=5) == []
+        send_lite(broker, PARENT, "history", "h-6")
+        assert await consumer.receive() == [("history", "h-6")]
     finally:
         await consumer.close()
 
