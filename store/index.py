@@ -122,7 +122,14 @@ _MS_PER_SECOND = 1000
 _ZERO_ENTRY = bytes(ENTRY_SIZE)
 _NAME_TIME_FORMAT = "%Y%m%d%H%M%S"  # + 3 digits of milliseconds
 
-_PREFIX_CACHE_LIMIT = 4096
+# Per topic, hashCode(topic + "#") * 31**n mod 2**32 for keys of n characters, n up to
+# _PREFIX_TABLE_LENGTH (a UNIQ_KEY has 32), and the same plus javahash's WINDOW_BASE[n]: the
+# part of a key's hash that depends on its topic and length only, added instead of multiplied
+# for every key. (window terms, plain terms); ~5 KB a topic, for a bounded number of topics.
+PrefixTables = tuple[tuple[int, ...], tuple[int, ...]]
+_PREFIX_TABLE_LENGTH = 64
+assert _PREFIX_TABLE_LENGTH <= CHUNK  # a key this long is one int() parse
+_PREFIX_CACHE_LIMIT = 256
 # Keys of up to this many messages wait in memory and are then put in one go (RocketMQ builds
 # its index asynchronously too). Every reader, sync and cut of the index puts them first.
 _PENDING_MAX = 256  # more gains little, and long-lived entries cost GC time
@@ -314,8 +321,8 @@ class IndexFile:
     def put_messages(
         self,
         messages: Sequence[tuple[str, Sequence[str], int, int]],
-        prefix_hashes: dict[str, int],
-        prefix_hash: Callable[[str], int],
+        prefix_tables: dict[str, PrefixTables],
+        make_prefix_tables: Callable[[str], PrefixTables],
     ) -> tuple[int, int, Exception | None]:
         """Hash and append the keys of (topic, keys, phyOffset, storeTimestamp) messages; the
         caller checked that they all fit. Returns (messages done, keys of the next one done,
@@ -323,7 +330,8 @@ class IndexFile:
 
         This is IndexService's append path in one pass: hashCode(topic + "#" + key) is
         hashCode(topic + "#") * 31**len(key) + hashCode(key) mod 2**32, with hashCode(key) as
-        javahash.ascii_hash computes it, inlined.
+        javahash.ascii_hash computes it, inlined, and the first term (with the window's
+        constant) taken from the topic's :data:`PrefixTables`.
         """
         count = self.index_count
         if count <= _FIRST_ENTRY and messages:
@@ -336,39 +344,31 @@ class IndexFile:
         unpack_slot = _unpack_slot
         pack_entry_into = _pack_entry_into
         pack_slot_into = _pack_slot_into
-        low, high, powers, window, window_base = (
-            LOW_DIGITS,
-            HIGH_DIGITS,
-            POW31,
-            WINDOW_DIGITS,
-            WINDOW_BASE,
-        )
-        done = written = 0
-        last = None
+        low, high, window = LOW_DIGITS, HIGH_DIGITS, WINDOW_DIGITS
+        done = 0
+        start = count  # the entry count when the message in hand began
         try:
-            for message in messages:
-                topic, keys, physical_offset, store_timestamp_ms = message
-                prefix = prefix_hashes.get(topic)
-                if prefix is None:
-                    prefix = prefix_hash(topic)
+            for done, (topic, keys, physical_offset, store_timestamp_ms) in enumerate(  # noqa: B007
+                messages
+            ):  # done: where an error stopped it
+                tables = prefix_tables.get(topic)
+                if tables is None:
+                    tables = make_prefix_tables(topic)
+                window_terms, plain_terms = tables
                 diff = (store_timestamp_ms - begin) // _MS_PER_SECOND if begin > 0 else 0
-                if diff < 0:
-                    diff = 0
-                elif diff > _INT_MAX:
-                    diff = _INT_MAX
-                written = 0
+                if not 0 <= diff <= _INT_MAX:
+                    diff = 0 if diff < 0 else _INT_MAX
+                start = count
                 for key in keys:
                     n = len(key)
-                    if n <= CHUNK and key.isascii():
+                    if n <= _PREFIX_TABLE_LENGTH and key.isascii():
                         data = key.encode()
                         digits = data.translate(window)
                         if digits.isalnum():  # no "?": every code in the window
-                            unsigned = (
-                                prefix * powers[n] + int(digits, 31) + window_base[n]
-                            ) & _MASK32
+                            unsigned = (window_terms[n] + int(digits, 31)) & _MASK32
                         else:
                             unsigned = (
-                                prefix * powers[n]
+                                plain_terms[n]
                                 + int(data.translate(low), 31)
                                 + 31 * int(data.translate(high), 31)
                             ) & _MASK32
@@ -387,20 +387,20 @@ class IndexFile:
                     )
                     pack_slot_into(view, slot_at, count)
                     count += 1
-                    written += 1
-                if written:
-                    last = message
-                done += 1
+            done = len(messages)
         except Exception as error:
-            return done, written, error
+            return done, count - start, error
         finally:
             if count != self.index_count:
                 self.index_count = count
                 self.hash_slot_count = used
-                if written and done < len(messages):
-                    last = messages[done]  # stopped inside this message, after some keys
-                if last is not None:
-                    _topic, _keys, self.end_phy_offset, self.end_timestamp = last
+                # The newest message with a key written: the one stopped in (after some of its
+                # keys), else the one before.
+                stop = min(done + (count > start), len(messages))
+                for message in reversed(messages[:stop]):
+                    if message[1]:
+                        _topic, _keys, self.end_phy_offset, self.end_timestamp = message
+                        break
                 self.write_header()
         return done, 0, None
 
@@ -520,7 +520,7 @@ class IndexService:
         self.slot_count = slot_count
         self.entry_count = entry_count
         self._files: list[IndexFile] = []
-        self._prefix_hashes: dict[str, int] = {}
+        self._prefix_tables: dict[str, PrefixTables] = {}
         self._end_phy_offset = -1  # pending keys included
         self._pending: list[tuple[str, Sequence[str], int, int]] = []  # see put_later
         self._pending_keys = 0  # keys in _pending
@@ -677,7 +677,7 @@ class IndexService:
         ):
             # The common case: everything fits the newest file; hash and write in one pass.
             done, written, error = current.put_messages(
-                pending, self._prefix_hashes, self._prefix_hash
+                pending, self._prefix_tables, self._prefix_tables_of
             )
             if error is None:
                 return
@@ -706,11 +706,14 @@ class IndexService:
         self._unwritten = []
         self._refresh_end()
 
-    def _prefix_hash(self, topic: str) -> int:
-        if len(self._prefix_hashes) >= _PREFIX_CACHE_LIMIT:
-            self._prefix_hashes.clear()
-        prefix = self._prefix_hashes[topic] = java_string_hash(topic + "#") & _MASK32
-        return prefix
+    def _prefix_tables_of(self, topic: str) -> PrefixTables:
+        if len(self._prefix_tables) >= _PREFIX_CACHE_LIMIT:
+            self._prefix_tables.clear()
+        prefix = java_string_hash(topic + "#") & _MASK32
+        plain = tuple([prefix * POW31[n] & _MASK32 for n in range(_PREFIX_TABLE_LENGTH + 1)])
+        window = tuple([(term + WINDOW_BASE[n]) & _MASK32 for n, term in enumerate(plain)])
+        tables = self._prefix_tables[topic] = (window, plain)
+        return tables
 
     def _hash_keys(self, messages: list[tuple[str, Sequence[str], int, int]]) -> list[KeyEntry]:
         """The entries of (topic, keys, physical offset, store time) tuples, keys non-empty.
