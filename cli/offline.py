@@ -1,4 +1,5 @@
-"""Commands that read files, not servers: ``id decode``, ``store inspect``, ``export``, ``report``."""
+"""Commands that read files, not servers: ``id decode``, ``store inspect``, ``export``, ``report``,
+``spark-jar``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 
 from .output import iso_ms
 
-__all__ = ["export", "id_decode", "report", "store_inspect"]
+__all__ = ["export", "id_decode", "report", "spark_jar", "store_inspect"]
 
 
 def id_decode(args: argparse.Namespace) -> int:
@@ -148,7 +149,14 @@ def export(args: argparse.Namespace) -> int:
     except ImportError as error:  # pyspark is an optional extra
         print(f"pocketmq export: {error}", file=sys.stderr)
         return 2
-    return export_main(args.store_dir, args.out, args.format, args.topic, progress=not args.quiet)
+    return export_main(
+        args.store_dir,
+        args.out,
+        args.format,
+        args.topic,
+        progress=not args.quiet,
+        source=args.source,
+    )
 
 
 def report(args: argparse.Namespace) -> int:
@@ -161,4 +169,19 @@ def report(args: argparse.Namespace) -> int:
         every=args.every,
         delay_levels=args.delay_levels or DEFAULT_DELAY_LEVELS,
         progress=not args.quiet,
+        source=args.source,
     )
+
+
+def spark_jar(args: argparse.Namespace) -> int:
+    """Print the JVM data source's jar path, compiling it first (javac) if it is not built."""
+    from pocketmq.sparkexport.jvm import JvmBuildError, build_jar, jar_path
+
+    try:
+        if args.force or not jar_path().is_file():
+            print("pocketmq spark-jar: compiling the JVM data source with javac", file=sys.stderr)
+        print(build_jar(force=args.force))
+    except JvmBuildError as error:
+        print(f"pocketmq spark-jar: {error}", file=sys.stderr)
+        return 2
+    return 0

@@ -575,6 +575,7 @@ def _offline(commands: argparse._SubParsersAction) -> None:
     )
     export.add_argument("--topic", action="append", help="only this topic (repeatable)")
     export.add_argument("--quiet", action="store_true", help="no progress lines")
+    _add_spark_source(export)
     export.set_defaults(handler=offline.export)
 
     report = _command(
@@ -595,7 +596,27 @@ def _offline(commands: argparse._SubParsersAction) -> None:
         help="the broker's messageDelayLevel if not RocketMQ's default (1s 5s 10s 30s 1m ...)",
     )
     report.add_argument("--quiet", action="store_true", help="no progress lines")
+    _add_spark_source(report)
     report.set_defaults(handler=offline.report)
+
+    jar = _command(
+        commands,
+        "spark-jar",
+        "print the path of the JVM Spark data source's jar (for spark-submit --jars), "
+        "compiling it first with javac if needed",
+    )
+    jar.add_argument("--force", action="store_true", help="compile again even if built")
+    jar.set_defaults(handler=offline.spark_jar)
+
+
+def _add_spark_source(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--source",
+        choices=("auto", "jvm", "python"),
+        default=None,
+        help="the data source that reads the store: auto (default, or $POCKETMQ_SPARK_SOURCE) "
+        "is the JVM one when its jar is built or javac can build it, else the Python one",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -40,6 +40,7 @@ from typing import Any
 from pocketmq.store.durations import DEFAULT_DELAY_LEVELS, parse_delay_levels
 from pocketmq.store.topics import (
     DLQ_TOPIC_PREFIX,
+    REPLY_TOPIC_POSTFIX,
     RETRY_TOPIC_PREFIX,
     SCHEDULE_TOPIC,
     SYSTEM_TOPIC_PREFIX,
@@ -118,6 +119,15 @@ def narrow(frame: Any) -> Any:
     )
 
 
+def _is_system(topic: Any) -> Any:
+    """``store.topics.is_system_topic`` as a column expression (the same three rules)."""
+    return (
+        topic.isin(*SYSTEM_TOPICS)
+        | topic.startswith(SYSTEM_TOPIC_PREFIX)
+        | topic.endswith("_" + REPLY_TOPIC_POSTFIX)
+    )
+
+
 def _prop(name: str) -> Any:
     return _functions().col("properties").getItem(name)
 
@@ -143,7 +153,7 @@ def copies(frame: Any) -> Any:
         .when(topic == TRANS_CHECK_MAX_TIME_TOPIC, "discarded")
         .when(topic.startswith(DLQ_TOPIC_PREFIX), "dlq")
         .when(topic.startswith(RETRY_TOPIC_PREFIX), "retry")
-        .when(topic.isin(*SYSTEM_TOPICS) | topic.startswith(SYSTEM_TOPIC_PREFIX), F.lit(None))
+        .when(_is_system(topic), F.lit(None))
         .when(F.col("transaction_type") == "commit", "committed")
         .when(_prop("RETRY_TOPIC") == topic, "resent")
         .when(real_topic.isNotNull() & (_prop("WAIT") == "false"), "delivered")
@@ -516,7 +526,7 @@ def rates(frame: Any, every: str = "1 minute", *, system_topics: bool = False) -
     topic = F.col("topic")
     rows = frame
     if not system_topics:
-        rows = rows.filter(~(topic.isin(*SYSTEM_TOPICS) | topic.startswith(SYSTEM_TOPIC_PREFIX)))
+        rows = rows.filter(~_is_system(topic))
     window = F.window("store_timestamp", every)
     seconds = F.col("_window.end").cast("long") - F.col("_window.start").cast("long")
     return (

@@ -102,22 +102,52 @@ def _topic_list(topics: Iterable[str] | str | None) -> list[str]:
     return [t.strip() for item in topics for t in item.split(",") if t.strip()]
 
 
-def local_session(app_name: str = "pocketmq-export") -> Any:
+def local_session(
+    app_name: str = "pocketmq-export",
+    *,
+    source: str | None = None,
+    say: Callable[[str], None] | None = None,
+) -> Any:
     """The active session, or a new local one that starts fast and quiet on a laptop
-    (``POCKETMQ_SPARK_MASTER``, default ``local[*]``; ``POCKETMQ_SPARK_DRIVER_MEMORY``, 2g)."""
+    (``POCKETMQ_SPARK_MASTER``, default ``local[*]``; ``POCKETMQ_SPARK_DRIVER_MEMORY``, 2g),
+    with the ``pocketmq`` source registered: the JVM one when its jar is built or can be
+    (``javac``), the Python one otherwise. ``source`` (else ``$POCKETMQ_SPARK_SOURCE``):
+    ``auto``, ``jvm`` (a jar that cannot be built raises :class:`JvmBuildError`) or ``python``.
+    ``say`` gets one line saying which source reads."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    from pocketmq.sparkexport.jvm import JvmBuildError, build_jar, jar_path
     from pocketmq.sparkexport.session import quiet_local_session
+    from pocketmq.sparkexport.source import source_choice, use_source
 
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active
-    return quiet_local_session(
-        app_name,
-        os.environ.get("POCKETMQ_SPARK_MASTER", "local[*]"),
-        os.environ.get("POCKETMQ_SPARK_DRIVER_MEMORY", "2g"),
-    )
+    tell = say or (lambda text: None)
+    choice = source_choice(source)
+    why_not_jvm = "asked for" if choice == "python" else ""
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        jar = None
+        if choice != "python":
+            try:
+                if not jar_path().is_file():
+                    tell("building the JVM data source's jar with javac (once per pyspark version)")
+                jar = str(build_jar())
+            except JvmBuildError as error:
+                if choice == "jvm":
+                    raise
+                why_not_jvm = str(error).splitlines()[0]
+        spark = quiet_local_session(
+            app_name,
+            os.environ.get("POCKETMQ_SPARK_MASTER", "local[*]"),
+            os.environ.get("POCKETMQ_SPARK_DRIVER_MEMORY", "2g"),
+            jars=jar,
+        )
+    used, _ = use_source(spark, choice)
+    if used == "jvm":
+        tell("reading with the JVM data source (--source python for the Python one)")
+    else:
+        tell(f"reading with the Python data source ({why_not_jvm or 'the session has no JVM jar'})")
+    return spark
 
 
 def _rows_per_topic(spark: Any, fmt: str, target: str) -> dict[str, int]:
@@ -179,8 +209,10 @@ def run_export(
     progress: Progress = True,
     *,
     mode: str = "overwrite",
+    source: str | None = None,
 ) -> ExportSummary:
-    """Export one store with ``spark`` (any session: local or a cluster's); returns the summary."""
+    """Export one store with ``spark`` (any session: local or a cluster's); returns the summary.
+    ``source``: which data source reads (``auto``, ``jvm``, ``python``; see ``use_source``)."""
     from pyspark.sql import functions as F
 
     from pocketmq.sparkexport.source import read_store
@@ -197,7 +229,7 @@ def run_export(
         if not before:  # nothing to keep (at most the empty file of an export with no rows)
             mode = "overwrite"
     # One folder per topic and day (store time, UTC): topic=Orders/day=2026-11-26/part-....
-    frame = read_store(spark, store, **options).withColumn(
+    frame = read_store(spark, store, source=source, **options).withColumn(
         "day", F.to_date(F.col("store_timestamp"))
     )
     watcher = None
@@ -223,7 +255,7 @@ def run_export(
     if watcher:
         watcher.finish(summary.rows, _bytes_under(target))
     say("checking the store (CRCs, torn tail, damaged ranges)")
-    for row in read_store(spark, store, report=True).collect():
+    for row in read_store(spark, store, source=source, report=True).collect():
         if row.foreign_file:
             summary.foreign_files.append(row.foreign_file)
             continue
@@ -243,12 +275,17 @@ def export_main(
     fmt: str = "parquet",
     topics: Iterable[str] | str | None = None,
     progress: Progress = True,
+    *,
+    source: str | None = None,
 ) -> int:
     """What ``pocketmq export`` runs. ``topics``: topic names (each may hold several, comma
     separated) or None for all; ``progress``: True prints progress and the summary to stderr,
-    False/None prints only errors and damage found, a callable receives each line instead.
+    False/None prints only errors and damage found, a callable receives each line instead;
+    ``source``: the data source (``auto``: the JVM one when its jar is built or can be, else
+    the Python one; ``jvm``; ``python``; default ``$POCKETMQ_SPARK_SOURCE`` or ``auto``).
     Returns the exit status (0 exported, 1 damaged store or failed job, 2 wrong argument,
-    among them a topic with no record in the store)."""
+    among them a topic with no record in the store, or a JVM source that cannot be built)."""
+    from pocketmq.sparkexport.jvm import JvmBuildError
     from pocketmq.store.reader import check_store_folder
 
     say = _say(progress)
@@ -272,8 +309,15 @@ def export_main(
         print(f"pocketmq export: {error}", file=sys.stderr)
         return 2
     try:
-        spark = local_session()
-        summary = run_export(spark, store, out, fmt, topics, progress)
+        spark = local_session(source=source, say=say)
+    except (JvmBuildError, ValueError) as error:  # --source jvm without javac, a bad choice
+        print(f"pocketmq export: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:  # noqa: BLE001 - Spark did not start: said, not raised
+        print(f"pocketmq export: Spark did not start: {error}", file=sys.stderr)
+        return 1
+    try:
+        summary = run_export(spark, store, out, fmt, topics, progress, source=source)
     except Exception as error:  # noqa: BLE001 - a failed job is reported, not raised
         print(f"pocketmq export: the export failed: {error}", file=sys.stderr)
         return 1
@@ -304,5 +348,8 @@ if __name__ == "__main__":  # pragma: no cover - for a quick try without the con
     parser.add_argument("--out", required=True)
     parser.add_argument("--format", default="parquet", choices=FORMATS)
     parser.add_argument("--topic", action="append")
+    parser.add_argument("--source", choices=("auto", "jvm", "python"))
     args = parser.parse_args()
-    sys.exit(export_main(args.store_dir, args.out, args.format, args.topic, True))
+    sys.exit(
+        export_main(args.store_dir, args.out, args.format, args.topic, True, source=args.source)
+    )

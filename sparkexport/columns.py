@@ -56,7 +56,7 @@ from pocketmq.store.record import (
     Host,
     SysFlag,
 )
-from pocketmq.store.topics import SYSTEM_TOPIC_PREFIX, SYSTEM_TOPICS
+from pocketmq.store.topics import is_system_topic
 
 __all__ = [
     "ARROW_SCHEMA",
@@ -130,7 +130,6 @@ _STATE_LABEL_ARRAY = pa.array([STATE_LABELS[c] for c in _STATE_CODES], _STRING)
 _STATE_INDEX = np.zeros(max(_STATE_CODES) + 1, dtype=np.int8)
 for _i, _code in enumerate(_STATE_CODES):
     _STATE_INDEX[_code] = _i
-_SYSTEM_TOPICS = pa.array(sorted(SYSTEM_TOPICS), _STRING)
 _CRC_PREFIX_WORD = int.from_bytes(CRC_PROPERTY_NAME.encode(), "big")  # "__CRC32#", 8 bytes
 _CRC_DIGITS_AT = len(CRC_PROPERTY_PREFIX)  # "__CRC32#" 0x01, then ten digits
 _CRC_KEY_PREFIX = CRC_PROPERTY_NAME + "\x01"
@@ -233,6 +232,15 @@ class FastWalker:
         self.average = max(MIN_RECORD_SIZE, (next_pos - pos) // len(hits))
         # Past the chain's end: the range end, or whatever is there, found by the next call.
         return hits, sizes, next_pos, WALK_RANGE if next_pos >= stop else WALK_MORE
+
+
+def _system_mask(topics: pa.Array) -> np.ndarray:
+    """Which rows are in a system topic, by ``store.topics.is_system_topic`` itself (the one
+    definition: RocketMQ's set, the ``rmq_sys_`` prefix, ``<cluster>_REPLY_TOPIC``), asked once
+    per distinct topic of the batch."""
+    encoded = pc.dictionary_encode(topics)
+    system = np.fromiter((is_system_topic(t) for t in encoded.dictionary.to_pylist()), dtype=bool)
+    return system[encoded.indices.to_numpy(zero_copy_only=False)]
 
 
 def _slices(
@@ -585,11 +593,7 @@ class BatchBuilder:
             if self.wanted is not None:
                 keep &= pc.is_in(topics, value_set=self.wanted).to_numpy(zero_copy_only=False)
             if not options.include_system_topics:
-                system = pc.or_(
-                    pc.is_in(topics, value_set=_SYSTEM_TOPICS),
-                    pc.starts_with(topics, SYSTEM_TOPIC_PREFIX),
-                )
-                keep &= ~system.to_numpy(zero_copy_only=False)
+                keep &= ~_system_mask(topics)
             if options.start_ms is not None:
                 keep &= store_ms >= options.start_ms
             if options.end_ms is not None:

@@ -115,14 +115,16 @@ def collect_report(
     every: str = "1 minute",
     delay_levels: str = DEFAULT_DELAY_LEVELS,
     say: Callable[[str], None] = lambda text: None,
+    source: str | None = None,
 ) -> Report:
-    """Run every analysis on the store (read once, cached) and collect what the page shows."""
+    """Run every analysis on the store (read once, cached) and collect what the page shows;
+    ``source`` picks the data source as ``sparkexport.source.use_source`` does."""
     from pyspark.sql import functions as F
 
     from pocketmq.sparkexport import analyses
 
     store = os.fspath(store_dir)
-    frame = analyses.read_for_analyses(spark, store).cache()
+    frame = analyses.read_for_analyses(spark, store, source=source).cache()
     try:
         say(f"reading {store}")
         topics = [
@@ -469,10 +471,12 @@ def report_main(
     every: str = "1 minute",
     delay_levels: str = DEFAULT_DELAY_LEVELS,
     progress: bool = True,
+    source: str | None = None,
 ) -> int:
     """What ``pocketmq report`` runs; returns the exit status (0 written, 1 the Spark job
     failed, 2 a wrong argument: not a store, delay levels that do not parse, the extra or
-    plotly missing)."""
+    plotly missing, ``source="jvm"`` and a jar that cannot be built). ``source`` as
+    ``sparkexport.cli.export_main``'s."""
     from pocketmq.sparkexport._require import SparkMissingError, require_spark
     from pocketmq.store.reader import check_store_folder
 
@@ -502,11 +506,21 @@ def report_main(
         )
         return 2
     from pocketmq.sparkexport.cli import local_session
+    from pocketmq.sparkexport.jvm import JvmBuildError
 
     started = time.perf_counter()
     try:
-        spark = local_session("pocketmq-report")
-        report = collect_report(spark, store, every=every, delay_levels=delay_levels, say=say)
+        spark = local_session("pocketmq-report", source=source, say=say)
+    except (JvmBuildError, ValueError) as error:  # --source jvm without javac, a bad choice
+        print(f"pocketmq report: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:  # noqa: BLE001 - Spark did not start: said, not raised
+        print(f"pocketmq report: Spark did not start: {error}", file=sys.stderr)
+        return 1
+    try:
+        report = collect_report(
+            spark, store, every=every, delay_levels=delay_levels, say=say, source=source
+        )
     except Exception as error:  # noqa: BLE001 - a failed job is reported, not raised
         print(f"pocketmq report: the analysis failed: {error}", file=sys.stderr)
         return 1

@@ -69,8 +69,11 @@ class _StderrFilter:
         os.dup2(self.saved, 2)
 
 
-def quiet_local_session(app_name: str, master: str, driver_memory: str) -> Any:
-    """A new local session without the start-up noise (see the module)."""
+def quiet_local_session(
+    app_name: str, master: str, driver_memory: str, *, jars: str | None = None
+) -> Any:
+    """A new local session without the start-up noise (see the module); ``jars`` goes on
+    ``spark.jars`` (the JVM data source's jar)."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -88,6 +91,8 @@ def quiet_local_session(app_name: str, master: str, driver_memory: str) -> Any:
         .config("spark.sql.shuffle.partitions", str(2 * (os.cpu_count() or 2)))
         .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_log4j_file()}")
     )
+    if jars:
+        builder = builder.config("spark.jars", jars)
     try:
         filtered: _StderrFilter | None = _StderrFilter()
     except OSError:  # no fd 2 to take over (a daemon): start as is

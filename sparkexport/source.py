@@ -57,6 +57,8 @@ __all__ = [
     "read_store",
     "register",
     "session",
+    "source_choice",
+    "use_source",
 ]
 
 FORMAT = "pocketmq"
@@ -252,9 +254,7 @@ def register(spark: SparkSession, source: str | None = None) -> str:
     (refused when the JVM jar is already on the classpath: Spark resolves ``pocketmq`` to it
     first; ``format("pocketmq_python")`` is the Python source then). Streaming reads are the
     Python source's: ``pocketmq``, or ``pocketmq_python`` when the JVM source holds the name."""
-    choice = (source or os.environ.get(SOURCE_ENV) or "auto").strip().lower()
-    if choice not in _CHOICES:
-        raise ValueError(f"pocketmq source {choice!r}: choose one of {', '.join(_CHOICES)}")
+    choice = source_choice(source)
     active = jvm_source_active(spark)
     if choice == "jvm" and not active:
         from pocketmq.sparkexport.jvm import build_jar
@@ -310,11 +310,36 @@ def session(
     return spark
 
 
-def read_store(spark: SparkSession, store_dir: str | os.PathLike[str], **options: Any) -> Any:
+def source_choice(source: str | None = None) -> str:
+    """``source``, else ``$POCKETMQ_SPARK_SOURCE``, else ``auto``; checked."""
+    choice = (source or os.environ.get(SOURCE_ENV) or "auto").strip().lower()
+    if choice not in _CHOICES:
+        raise ValueError(f"pocketmq source {choice!r}: choose one of {', '.join(_CHOICES)}")
+    return choice
+
+
+def use_source(spark: SparkSession, source: str | None = None) -> tuple[str, str]:
+    """Register the sources and say which one a read with ``source`` goes through:
+    (``"jvm"`` or ``"python"``, the format name to read with). Unlike :func:`register`, a forced
+    ``python`` in a session holding the JVM jar reads ``pocketmq_python`` instead of refusing."""
+    choice = source_choice(source)
+    if choice == "python" and jvm_source_active(spark):
+        register(spark, "auto")
+        return "python", PYTHON_FORMAT
+    return register(spark, choice), FORMAT
+
+
+def read_store(
+    spark: SparkSession,
+    store_dir: str | os.PathLike[str],
+    *,
+    source: str | None = None,
+    **options: Any,
+) -> Any:
     """``spark.read.format("pocketmq")`` with ``options`` (e.g. ``topics="A,B"``) on ``store_dir``,
-    registering the source first."""
-    register(spark)
-    reader = spark.read.format(FORMAT)
+    registering the source first; ``source`` (``auto``, ``jvm``, ``python``) as :func:`use_source`."""
+    _, name = use_source(spark, source)
+    reader = spark.read.format(name)
     for key, value in options.items():
         reader = reader.option(key, _option_text(value))
     return reader.load(os.fspath(store_dir))

@@ -25,6 +25,7 @@ from pocketmq.store.record import (
     encode_record,
 )
 from pocketmq.store.state import MessageState
+from pocketmq.store.topics import is_system_topic, reply_topic
 
 # Small segments (the limits allow records of up to 16 KiB), so a test store has several.
 SMALL = StoreConfig(
@@ -35,6 +36,7 @@ SMALL = StoreConfig(
     index_entry_count=4000,
 )
 T0 = 1_700_000_000_000
+REPLY_TOPIC = reply_topic("DefaultCluster")
 
 
 class Clock:
@@ -84,6 +86,9 @@ def varied_messages(count: int) -> list[PutMessage]:
             )
         )
     messages.append(PutMessage(topic="%RETRY%" + "g" * 140, body=b"long retry topic"))
+    # A cluster's reply topic is a system topic (store.topics.is_system_topic): read only with
+    # includeSystemTopics.
+    messages.append(PutMessage(topic=REPLY_TOPIC, body=b"a reply", properties={"TAGS": "r"}))
     return messages
 
 
@@ -105,7 +110,7 @@ def expected_rows(root: Path, *, system: bool = False) -> list[dict[str, Any]]:
     rows = []
     for item in reader.iter_records():
         record: MessageRecord = item.record
-        if not system and (record.topic.startswith("rmq_sys_") or record.topic in {"TBW102"}):
+        if not system and is_system_topic(record.topic):
             continue
         rows.append(row_of(record, item.physical_offset, item.crc_ok, item.segment.path, states))
     return rows

@@ -18,6 +18,7 @@ import pytest
 
 from pocketmq.sparkexport.jvm import generate
 from tests.spark.stores import (
+    REPLY_TOPIC,
     data_end,
     flip_byte,
     rocketmq_store,
@@ -90,6 +91,7 @@ def test_jvm_and_python_sources_give_the_same_rows(jvm: Any, tmp_path: Path) -> 
     write_store(root, varied_messages(200))
     python_rows, jvm_rows = both(jvm, root, includeSystemTopics="true")
     assert len(python_rows) > 200 and jvm_rows == python_rows
+    assert REPLY_TOPIC in {r[19] for r in jvm_rows}  # kept with the system topics ...
     states = {r[26] for r in jvm_rows}
     assert {"poisoned", "marked_for_deletion"} <= states
     for options in (
@@ -100,6 +102,7 @@ def test_jvm_and_python_sources_give_the_same_rows(jvm: Any, tmp_path: Path) -> 
     ):
         python_rows, jvm_rows = both(jvm, root, **options)
         assert jvm_rows == python_rows, options
+        assert REPLY_TOPIC not in {r[19] for r in jvm_rows}  # ... and left out without them
     pruned = jvm.read.format(JVM_CLASS).load(str(root)).select("physical_offset", "msg_id", "tags")
     assert "ColumnarToRow" in pruned._jdf.queryExecution().executedPlan().toString()
     assert sorted(map(tuple, pruned.collect())) == sorted((r[0], r[24], r[20]) for r in python_rows)
@@ -115,8 +118,19 @@ def test_jvm_and_python_sources_give_the_same_rows(jvm: Any, tmp_path: Path) -> 
         handle.seek(end)
         handle.write(b"\x00\x00\x01\x00\xda\xa3\x20\xa7" + bytes(range(1, 33)))
     (root / "commitlog" / "00000000000000000000.bak").write_bytes(b"copy")
+    # Bytes that are not UTF-8 in a topic and in a property: both sources repair them alike.
+    first = segments[0].read_bytes()
+    with open(segments[0], "r+b") as handle:
+        for needle, bad in (
+            (b"Payments", b"\xffayments"),
+            ("blue\u00e9".encode(), b"blue\xff\xa9"),
+        ):
+            handle.seek(first.index(needle))
+            handle.write(bad)
     python_rows, jvm_rows = both(jvm, root, includeSystemTopics="true")
     assert jvm_rows == python_rows
+    assert "\ufffdayments" in {r[19] for r in jvm_rows}
+    assert any("blue\ufffd\ufffd" in r[22].values() for r in jvm_rows)
     assert any(r[5] is False for r in jvm_rows)
     python_report, jvm_report = both(jvm, root, report="true")
     assert jvm_report == python_report

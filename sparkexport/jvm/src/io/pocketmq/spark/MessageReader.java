@@ -1,6 +1,9 @@
 package io.pocketmq.spark;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.zip.CRC32;
@@ -10,6 +13,7 @@ import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;
 import org.apache.spark.sql.execution.vectorized.WritableColumnVector;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 import static io.pocketmq.spark.RecordLayout.*;
@@ -18,8 +22,15 @@ import static io.pocketmq.spark.RecordLayout.*;
  * One partition's messages as columnar batches: the record walk, the options' filters (right
  * after the topic, store time and state are known, before the other columns are built), then
  * only the columns the query asked for. Row values are those of sparkexport.columns.
+ *
+ * <p>Each kept record is copied once, into the batch buffer ({@link Slices.Buffer}); string and
+ * binary columns are slices of it (the body, topic, properties, tags, keys and unique key are
+ * not copied again), fixed-width columns are Spark's on-heap vectors, and the properties are
+ * parsed only when a column that needs them is asked for.
  */
 final class MessageReader implements PartitionReader<ColumnarBatch> {
+    private static final VarHandle INT = MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.BIG_ENDIAN);
+    private static final VarHandle LONG = MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.BIG_ENDIAN);
     // Columns, by name in the schema (sparkexport.columns.COLUMNS).
     private static final String[] NAMES = {
         "physical_offset", "size", "magic", "version", "body_crc", "crc_ok", "queue_id", "queue_offset",
@@ -34,10 +45,18 @@ final class MessageReader implements PartitionReader<ColumnarBatch> {
             OFFSET_MSG_ID = 25, STATE = 26, STATE_REASON = 27, SEGMENT = 28;
     private static final long MIN_MS = -62_135_596_800_000L; // years 1 to 9999
     private static final long MAX_MS = 253_402_300_799_999L;
-    private static final byte[] KEY_TAGS = "TAGS".getBytes(StandardCharsets.US_ASCII);
-    private static final byte[] KEY_KEYS = "KEYS".getBytes(StandardCharsets.US_ASCII);
-    private static final byte[] KEY_UNIQ = "UNIQ_KEY".getBytes(StandardCharsets.US_ASCII);
     private static final byte[] KEY_CRC = CRC_PROPERTY_NAME.getBytes(StandardCharsets.US_ASCII);
+    // Property names read as one big-endian int or long.
+    private static final int NAME_TAGS = getInt("TAGS".getBytes(StandardCharsets.US_ASCII), 0);
+    private static final int NAME_KEYS = getInt("KEYS".getBytes(StandardCharsets.US_ASCII), 0);
+    private static final long NAME_UNIQ = getLong("UNIQ_KEY".getBytes(StandardCharsets.US_ASCII), 0);
+    private static final long NAME_CRC = getLong(KEY_CRC, 0);
+
+    static {
+        if (KEY_CRC.length != 8) { // NAME_CRC compares exactly 8 bytes
+            throw new IllegalStateException("the CRC property's name is not 8 bytes: " + CRC_PROPERTY_NAME);
+        }
+    }
     private static final byte[][] TX_LABELS = utf8(TRANSACTION_LABELS);
     private static final byte[][] STATE_TEXT = utf8(STATE_LABELS);
 
@@ -46,46 +65,71 @@ final class MessageReader implements PartitionReader<ColumnarBatch> {
     private final RangeWalker walker;
     private final CrcCheck crc;
     private final int[] kinds;
-    private final OnHeapColumnVector[] vectors;
+    private final ColumnVector[] vectors;
+    private final WritableColumnVector[] fixed; // the fixed-width columns (else null)
+    private final Slices.Values[] slices; // the string and binary columns (else null)
+    private final Slices.Lists keyLists; // the keys column, if asked for
+    private final Slices.Maps propertyMaps; // the properties column, if asked for
     private final ColumnarBatch batch;
     private final boolean needProperties;
-    private final boolean needCrc;
     private final byte[] segment;
     private final TopicCache topics = new TopicCache();
     private final byte[][] systemTopics = utf8(SYSTEM_TOPICS);
     private final byte[] systemPrefix = SYSTEM_TOPIC_PREFIX.getBytes(StandardCharsets.UTF_8);
+    private final byte[] replySuffix = REPLY_TOPIC_SUFFIX.getBytes(StandardCharsets.UTF_8);
     private final byte[][] wanted;
 
-    private byte[] rec = new byte[4096];
-    private ByteBuffer recView = ByteBuffer.wrap(rec); // big-endian reads of the copied record
+    private final Slices.Buffer buffer;
     private final HostCache bornHosts = new HostCache();
     private final HostCache storeHosts = new HostCache();
-    private final byte[] id = new byte[56];
-    // Properties of the current record: pairs [key at, key length, value at, value length].
+    // Where this batch's constant texts are in the buffer.
+    private int segmentAt;
+    private final int[] txAt = new int[TX_LABELS.length];
+    private final int[] stateAt = new int[STATE_TEXT.length];
+    // Properties of the current record: pairs [key at, key length, value at, value length], at
+    // positions in the buffer; the last TAGS, KEYS and UNIQ_KEY pairs (-1: none).
     private int[] pairs = new int[64];
     private int pairCount;
-    private byte[] props; // the bytes the pairs point into (rec, or its UTF-8 repaired copy)
+    private int tagsPair;
+    private int keysPair;
+    private int uniqPair;
 
     MessageReader(RangePartition plan, ReadOptions options, StructType schema) {
         this.plan = plan;
         this.options = options;
         this.walker = new RangeWalker(plan);
         this.crc = new CrcCheck(walker, new CRC32());
+        // A batch ends at batchBytes of records: room for that (or the range) from the start.
+        long room = Math.min(options.batchBytes, plan.hi - plan.lo) + (256 << 10);
+        buffer = new Slices.Buffer((int) Math.min(room, 1 << 30));
         StructField[] fields = schema.fields();
         kinds = new int[fields.length];
+        vectors = new ColumnVector[fields.length];
+        fixed = new WritableColumnVector[fields.length];
+        slices = new Slices.Values[fields.length];
+        Slices.Lists lists = null;
+        Slices.Maps maps = null;
         boolean properties = false;
-        boolean crcWanted = false;
+        int capacity = options.batchRows;
         for (int i = 0; i < fields.length; i++) {
-            kinds[i] = Arrays.asList(NAMES).indexOf(fields[i].name());
-            if (kinds[i] < 0) {
+            int kind = Arrays.asList(NAMES).indexOf(fields[i].name());
+            if (kind < 0) {
                 throw new IllegalArgumentException("pocketmq: no column " + fields[i].name());
             }
-            properties |= kinds[i] == TAGS || kinds[i] == KEYS || kinds[i] == PROPERTIES || kinds[i] == MSG_ID;
-            crcWanted |= kinds[i] == CRC_OK;
+            kinds[i] = kind;
+            properties |= kind == TAGS || kind == KEYS || kind == PROPERTIES || kind == MSG_ID;
+            switch (kind) {
+                case KEYS -> vectors[i] = lists = new Slices.Lists(fields[i].dataType(), buffer, capacity);
+                case PROPERTIES -> vectors[i] = maps = new Slices.Maps(fields[i].dataType(), buffer, capacity);
+                case TX_TYPE, BORN_HOST, STORE_HOST, TOPIC, TAGS, BODY, MSG_ID, OFFSET_MSG_ID, STATE,
+                        STATE_REASON, SEGMENT ->
+                    vectors[i] = slices[i] = new Slices.Values(fields[i].dataType(), buffer, capacity);
+                default -> vectors[i] = fixed[i] = new OnHeapColumnVector(capacity, fields[i].dataType());
+            }
         }
+        keyLists = lists;
+        propertyMaps = maps;
         needProperties = properties;
-        needCrc = crcWanted;
-        vectors = OnHeapColumnVector.allocateColumns(options.batchRows, schema);
         batch = new ColumnarBatch(vectors);
         segment = plan.path.getBytes(StandardCharsets.UTF_8);
         if (options.topics != null) {
@@ -109,8 +153,26 @@ final class MessageReader implements PartitionReader<ColumnarBatch> {
 
     @Override
     public boolean next() {
-        for (WritableColumnVector vector : vectors) {
-            vector.reset();
+        for (int c = 0; c < vectors.length; c++) {
+            if (fixed[c] != null) {
+                fixed[c].reset();
+            } else if (slices[c] != null) {
+                slices[c].reset();
+            }
+        }
+        if (keyLists != null) {
+            keyLists.reset();
+        }
+        if (propertyMaps != null) {
+            propertyMaps.reset();
+        }
+        buffer.clear();
+        segmentAt = buffer.append(segment, 0, segment.length);
+        for (int i = 0; i < TX_LABELS.length; i++) {
+            txAt[i] = buffer.append(TX_LABELS[i], 0, TX_LABELS[i].length);
+        }
+        for (int i = 0; i < STATE_TEXT.length; i++) {
+            stateAt[i] = buffer.append(STATE_TEXT[i], 0, STATE_TEXT[i].length);
         }
         int rows = 0;
         long bytes = 0;
@@ -135,94 +197,99 @@ final class MessageReader implements PartitionReader<ColumnarBatch> {
         walker.close();
     }
 
+    private static int getInt(byte[] bytes, int at) {
+        return (int) INT.get(bytes, at);
+    }
+
+    private static long getLong(byte[] bytes, int at) {
+        return (long) LONG.get(bytes, at);
+    }
+
     /** Adds the walker's current record as row {@code row} if the options keep it. */
     private boolean add(int row) {
         RecordParts parts = walker.parts;
         int position = walker.current;
         int size = parts.size;
-        if (rec.length < size) {
-            rec = new byte[Math.max(size, rec.length * 2)];
-            recView = ByteBuffer.wrap(rec);
-        }
-        walker.buf.get(position, rec, 0, size);
-        ByteBuffer view = recView;
+        int base = buffer.reserve(size); // the record's copy; given back if the filters drop it
+        byte[] rec = buffer.data;
+        walker.buf.get(position, rec, base, size);
         long physical = plan.segmentStart + position;
-        int topicAt = parts.topicAt - position;
+        int topicAt = base + parts.topicAt - position;
         int topic = topics.find(rec, topicAt, parts.topicLength);
         int sysflag = parts.sysflag;
         boolean bornV6 = (sysflag & SYSFLAG_BORNHOST_V6) != 0;
         boolean storeV6 = (sysflag & SYSFLAG_STOREHOST_V6) != 0;
-        int storeTsAt = BORN_ADDRESS_AT + (bornV6 ? HOST_SIZE_V6 : HOST_SIZE_V4);
+        int storeTsAt = base + BORN_ADDRESS_AT + (bornV6 ? HOST_SIZE_V6 : HOST_SIZE_V4);
         int storeHostAt = storeTsAt + (STORE_ADDRESS_AT - STORE_TIMESTAMP_AT);
         int reconsumeAt = storeHostAt + (storeV6 ? HOST_SIZE_V6 : HOST_SIZE_V4);
-        long storeMs = view.getLong(storeTsAt);
+        long storeMs = getLong(rec, storeTsAt);
         States states = plan.states;
         int change = states.isEmpty() ? -1 : states.changeOf(physical);
         int stateCode = change == -1 ? STATE_AVAILABLE : states.code(change);
         if (options.filtersRows()) {
-            if (!topics.keep[topic]) {
-                return false;
-            }
-            if (options.startMs != null && storeMs < options.startMs) {
-                return false;
-            }
-            if (options.endMs != null && storeMs >= options.endMs) {
-                return false;
-            }
-            if (options.states != null && !options.states.contains(stateCode)) {
+            if (!topics.keep[topic]
+                    || (options.startMs != null && storeMs < options.startMs)
+                    || (options.endMs != null && storeMs >= options.endMs)
+                    || (options.states != null && !options.states.contains(stateCode))) {
+                buffer.used = base;
                 return false;
             }
         }
         if (needProperties) {
-            parseProperties(parts.propertiesAt - position, parts.propertiesLength);
+            parseProperties(base + parts.propertiesAt - position, parts.propertiesLength);
         }
-        int bodyAt = parts.bodyAt - position;
+        int bodyAt = base + parts.bodyAt - position;
         for (int c = 0; c < kinds.length; c++) {
-            WritableColumnVector v = vectors[c];
             switch (kinds[c]) {
-                case PHYSICAL -> v.putLong(row, physical);
-                case SIZE -> v.putInt(row, size);
-                case MAGIC -> v.putLong(row, parts.magic & 0xFFFFFFFFL);
-                case VERSION -> v.putInt(row, parts.magic == MAGIC_V2 ? 2 : 1);
-                case BODY_CRC -> v.putLong(row, view.getInt(BODY_CRC_AT) & 0xFFFFFFFFL);
-                case CRC_OK -> v.putBoolean(row, crc.ok(position));
-                case QUEUE_ID -> v.putInt(row, view.getInt(QUEUE_ID_AT));
-                case QUEUE_OFFSET -> v.putLong(row, view.getLong(QUEUE_OFFSET_AT));
-                case FLAG -> v.putInt(row, view.getInt(FLAG_AT));
-                case SYSFLAG -> v.putInt(row, sysflag);
-                case TX_TYPE -> put(v, row, TX_LABELS[(sysflag >> 2) & 3]);
-                case BORN_TS -> putTimestamp(v, row, view.getLong(BORN_TIMESTAMP_AT));
-                case BORN_MS -> v.putLong(row, view.getLong(BORN_TIMESTAMP_AT));
-                case BORN_HOST -> put(v, row, bornHosts.text(view, BORN_ADDRESS_AT, bornV6));
-                case STORE_TS -> putTimestamp(v, row, storeMs);
-                case STORE_MS -> v.putLong(row, storeMs);
-                case STORE_HOST -> put(v, row, storeHosts.text(view, storeHostAt, storeV6));
-                case RECONSUME -> v.putInt(row, view.getInt(reconsumeAt));
-                case PREPARED -> v.putLong(row, view.getLong(reconsumeAt + 4));
-                case TOPIC -> put(v, row, topics.text[topic]);
-                case TAGS -> putValue(v, row, lastValue(KEY_TAGS));
-                case KEYS -> putKeys(v, row, lastValue(KEY_KEYS));
-                case PROPERTIES -> putProperties(v, row);
-                case BODY -> v.putByteArray(row, rec, bodyAt, parts.bodyLength);
+                case PHYSICAL -> fixed[c].putLong(row, physical);
+                case SIZE -> fixed[c].putInt(row, size);
+                case MAGIC -> fixed[c].putLong(row, parts.magic & 0xFFFFFFFFL);
+                case VERSION -> fixed[c].putInt(row, parts.magic == MAGIC_V2 ? 2 : 1);
+                case BODY_CRC -> fixed[c].putLong(row, getInt(rec, base + BODY_CRC_AT) & 0xFFFFFFFFL);
+                case CRC_OK -> fixed[c].putBoolean(row, crc.ok(position));
+                case QUEUE_ID -> fixed[c].putInt(row, getInt(rec, base + QUEUE_ID_AT));
+                case QUEUE_OFFSET -> fixed[c].putLong(row, getLong(rec, base + QUEUE_OFFSET_AT));
+                case FLAG -> fixed[c].putInt(row, getInt(rec, base + FLAG_AT));
+                case SYSFLAG -> fixed[c].putInt(row, sysflag);
+                case TX_TYPE -> {
+                    int kind = (sysflag >> 2) & 3;
+                    slices[c].put(row, txAt[kind], TX_LABELS[kind].length);
+                }
+                case BORN_TS -> putTimestamp(fixed[c], row, getLong(rec, base + BORN_TIMESTAMP_AT));
+                case BORN_MS -> fixed[c].putLong(row, getLong(rec, base + BORN_TIMESTAMP_AT));
+                case BORN_HOST -> bornHosts.put(slices[c], row, base + BORN_ADDRESS_AT, bornV6);
+                case STORE_TS -> putTimestamp(fixed[c], row, storeMs);
+                case STORE_MS -> fixed[c].putLong(row, storeMs);
+                case STORE_HOST -> storeHosts.put(slices[c], row, storeHostAt, storeV6);
+                case RECONSUME -> fixed[c].putInt(row, getInt(rec, reconsumeAt));
+                case PREPARED -> fixed[c].putLong(row, getLong(rec, reconsumeAt + 4));
+                case TOPIC -> topics.put(slices[c], row, topic, topicAt);
+                case TAGS -> putValue(slices[c], row, tagsPair);
+                case KEYS -> putKeys(row);
+                case PROPERTIES -> putProperties(row);
+                case BODY -> slices[c].put(row, bodyAt, parts.bodyLength);
                 case MSG_ID -> {
-                    int uniq = lastValue(KEY_UNIQ);
-                    if (uniq >= 0) {
-                        putValue(v, row, uniq);
+                    if (uniqPair >= 0) {
+                        putValue(slices[c], row, uniqPair);
                     } else {
-                        v.putByteArray(row, id, 0, offsetMsgId(storeHostAt, storeV6, physical));
+                        putOffsetMsgId(slices[c], row, storeHostAt, storeV6, physical);
                     }
                 }
-                case OFFSET_MSG_ID -> v.putByteArray(row, id, 0, offsetMsgId(storeHostAt, storeV6, physical));
-                case STATE -> put(v, row, STATE_TEXT[stateIndex(stateCode)]);
+                case OFFSET_MSG_ID -> putOffsetMsgId(slices[c], row, storeHostAt, storeV6, physical);
+                case STATE -> {
+                    int index = stateIndex(stateCode);
+                    slices[c].put(row, stateAt[index], STATE_TEXT[index].length);
+                }
                 case STATE_REASON -> {
                     String reason = change == -1 ? null : states.reason(change);
                     if (reason == null) {
-                        v.putNull(row);
+                        slices[c].putNull(row);
                     } else {
-                        put(v, row, reason.getBytes(StandardCharsets.UTF_8));
+                        byte[] text = reason.getBytes(StandardCharsets.UTF_8);
+                        slices[c].put(row, buffer.append(text, 0, text.length), text.length);
                     }
                 }
-                case SEGMENT -> put(v, row, segment);
+                case SEGMENT -> slices[c].put(row, segmentAt, segment.length);
                 default -> throw new IllegalStateException("column " + kinds[c]);
             }
         }
@@ -238,10 +305,6 @@ final class MessageReader implements PartitionReader<ColumnarBatch> {
         throw new IllegalStateException("state code " + code);
     }
 
-    private static void put(WritableColumnVector v, int row, byte[] text) {
-        v.putByteArray(row, text, 0, text.length);
-    }
-
     private static void putTimestamp(WritableColumnVector v, int row, long ms) {
         if (ms < MIN_MS || ms > MAX_MS) {
             v.putNull(row);
@@ -251,119 +314,135 @@ final class MessageReader implements PartitionReader<ColumnarBatch> {
     }
 
     /** ids.offset_msg_id_from_packed: store host bytes (address, port) + offset, upper hex. */
-    private int offsetMsgId(int hostAt, boolean v6, long physical) {
+    private void putOffsetMsgId(Slices.Values v, int row, int hostAt, boolean v6, long physical) {
         int width = v6 ? HOST_SIZE_V6 : HOST_SIZE_V4;
-        Text.hex(rec, hostAt, width, id, 0);
-        Text.hexLong(physical, id, 2 * width);
-        return 2 * width + 16;
+        int length = 2 * width + 16;
+        int at = buffer.reserve(length);
+        byte[] data = buffer.data; // after reserve: it may have grown
+        Text.hex(data, hostAt, width, data, at);
+        Text.hexLong(physical, data, at + 2 * width);
+        v.put(row, at, length);
     }
 
-    /** RocketMQ's parse: pairs split on 0x02; a pair needs 0x01 neither first nor last. */
+    /**
+     * RocketMQ's parse: pairs split on 0x02; a pair needs 0x01 neither first nor last. Properties
+     * that are not UTF-8 are parsed from their repaired copy (appended to the buffer).
+     */
     private void parseProperties(int at, int length) {
-        byte[] source = rec;
-        if (!Text.isUtf8(rec, at, length)) {
-            source = Text.replaced(rec, at, length);
-            at = 0;
-            length = source.length;
+        byte[] source = buffer.data;
+        if (!Text.isUtf8(source, at, length)) {
+            byte[] repaired = Text.replaced(source, at, length);
+            at = buffer.append(repaired, 0, repaired.length);
+            length = repaired.length;
+            source = buffer.data;
         }
-        props = source;
         pairCount = 0;
+        tagsPair = keysPair = uniqPair = -1;
         int end = at + length;
         int start = at;
         while (start <= end) {
             int stop = start;
-            while (stop < end && source[stop] != PROPERTY_SEPARATOR) {
+            int mark = -1;
+            while (stop < end) {
+                byte b = source[stop];
+                if (b == PROPERTY_SEPARATOR) {
+                    break;
+                }
+                if (b == NAME_VALUE_SEPARATOR && mark < 0) {
+                    mark = stop;
+                }
                 stop++;
             }
-            int mark = start;
-            while (mark < stop && source[mark] != NAME_VALUE_SEPARATOR) {
-                mark++;
-            }
-            if (mark > start && mark < stop - 1 && !(mark - start == KEY_CRC.length
-                    && Arrays.equals(source, start, mark, KEY_CRC, 0, KEY_CRC.length))) {
+            int keyLength = mark - start;
+            // Names of 4 and 8 bytes are told apart by one int or long compare.
+            long name8 = keyLength == 8 ? getLong(source, start) : 0;
+            if (mark > start && mark < stop - 1 && name8 != NAME_CRC) {
                 if (pairs.length < 4 * (pairCount + 1)) {
                     pairs = Arrays.copyOf(pairs, pairs.length * 2);
                 }
-                int k = 4 * pairCount++;
+                int k = 4 * pairCount;
                 pairs[k] = start;
-                pairs[k + 1] = mark - start;
+                pairs[k + 1] = keyLength;
                 pairs[k + 2] = mark + 1;
                 pairs[k + 3] = stop - mark - 1;
+                if (keyLength == 4) {
+                    int name4 = getInt(source, start);
+                    if (name4 == NAME_TAGS) {
+                        tagsPair = pairCount;
+                    } else if (name4 == NAME_KEYS) {
+                        keysPair = pairCount;
+                    }
+                } else if (name8 == NAME_UNIQ) {
+                    uniqPair = pairCount;
+                }
+                pairCount++;
             }
             start = stop + 1;
         }
     }
 
-    /** Index of the last pair named {@code key}, or -1. */
-    private int lastValue(byte[] key) {
-        for (int p = pairCount - 1; p >= 0; p--) {
-            int k = 4 * p;
-            if (pairs[k + 1] == key.length
-                    && Arrays.equals(props, pairs[k], pairs[k] + key.length, key, 0, key.length)) {
-                return p;
-            }
-        }
-        return -1;
-    }
-
-    private void putValue(WritableColumnVector v, int row, int pair) {
+    private void putValue(Slices.Values v, int row, int pair) {
         if (pair < 0) {
             v.putNull(row);
         } else {
-            v.putByteArray(row, props, pairs[4 * pair + 2], pairs[4 * pair + 3]);
+            v.put(row, pairs[4 * pair + 2], pairs[4 * pair + 3]);
         }
     }
 
     /** The KEYS property split on spaces, empty tokens dropped; empty when there is none. */
-    private void putKeys(WritableColumnVector v, int row, int pair) {
-        WritableColumnVector child = v.arrayData();
-        int first = child.getElementsAppended();
-        int count = 0;
-        if (pair >= 0) {
-            int at = pairs[4 * pair + 2];
-            int end = at + pairs[4 * pair + 3];
+    private void putKeys(int row) {
+        Slices.Values elements = keyLists.elements;
+        int first = elements.appended();
+        if (keysPair >= 0) {
+            byte[] source = buffer.data;
+            int at = pairs[4 * keysPair + 2];
+            int end = at + pairs[4 * keysPair + 3];
             int start = at;
             for (int i = at; i <= end; i++) {
-                if (i == end || props[i] == ' ') {
+                if (i == end || source[i] == ' ') {
                     if (i > start) {
-                        child.appendByteArray(props, start, i - start);
-                        count++;
+                        elements.append(start, i - start);
                     }
                     start = i + 1;
                 }
             }
         }
-        v.putArray(row, first, count);
+        keyLists.put(row, first, elements.appended() - first);
     }
 
-    private void putProperties(WritableColumnVector v, int row) {
-        WritableColumnVector keys = (WritableColumnVector) v.getChild(0);
-        WritableColumnVector values = (WritableColumnVector) v.getChild(1);
-        int first = keys.getElementsAppended();
+    private void putProperties(int row) {
+        Slices.Values keys = propertyMaps.keys;
+        Slices.Values values = propertyMaps.values;
+        int first = keys.appended();
         for (int p = 0; p < pairCount; p++) {
             int k = 4 * p;
-            keys.appendByteArray(props, pairs[k], pairs[k + 1]);
-            values.appendByteArray(props, pairs[k + 2], pairs[k + 3]);
+            keys.append(pairs[k], pairs[k + 1]);
+            values.append(pairs[k + 2], pairs[k + 3]);
         }
-        v.putArray(row, first, pairCount);
+        propertyMaps.put(row, first, pairCount);
     }
 
-    /** Topics met so far: their text (UTF-8, repaired) and whether the options keep them. */
+    /**
+     * Topics met so far: whether their bytes are UTF-8 (then a row's topic is a slice of its
+     * record), else their repaired text, and whether the options keep them.
+     */
     private final class TopicCache {
         byte[][] raw = new byte[8][];
-        byte[][] text = new byte[8][];
+        int[] hashes = new int[8];
+        byte[][] text = new byte[8][]; // null when raw is valid UTF-8
         boolean[] keep = new boolean[8];
+        int[] textAt = new int[8]; // where text is in the buffer, for batch textGeneration[i]
+        int[] textGeneration = new int[8];
         int count;
-        int last;
 
         int find(byte[] bytes, int at, int length) {
-            if (count > 0 && raw[last].length == length
-                    && Arrays.equals(raw[last], 0, length, bytes, at, at + length)) {
-                return last;
+            int hash = length;
+            for (int i = at; i < at + length; i++) {
+                hash = 31 * hash + bytes[i];
             }
             for (int i = 0; i < count; i++) {
-                if (raw[i].length == length && Arrays.equals(raw[i], 0, length, bytes, at, at + length)) {
-                    last = i;
+                if (hashes[i] == hash && raw[i].length == length
+                        && Arrays.equals(raw[i], 0, length, bytes, at, at + length)) {
                     return i;
                 }
             }
@@ -372,17 +451,35 @@ final class MessageReader implements PartitionReader<ColumnarBatch> {
                     count = 0; // many topics: start over rather than grow without bound
                 } else {
                     raw = Arrays.copyOf(raw, count * 2);
+                    hashes = Arrays.copyOf(hashes, count * 2);
                     text = Arrays.copyOf(text, count * 2);
                     keep = Arrays.copyOf(keep, count * 2);
+                    textAt = Arrays.copyOf(textAt, count * 2);
+                    textGeneration = Arrays.copyOf(textGeneration, count * 2);
                 }
             }
             byte[] copy = Arrays.copyOfRange(bytes, at, at + length);
-            byte[] utf8 = Text.isUtf8(copy, 0, length) ? copy : Text.replaced(copy, 0, length);
+            boolean valid = Text.isUtf8(copy, 0, length);
+            byte[] utf8 = valid ? copy : Text.replaced(copy, 0, length);
             raw[count] = copy;
-            text[count] = utf8;
+            hashes[count] = hash;
+            text[count] = valid ? null : utf8;
+            textGeneration[count] = -1;
             keep[count] = keeps(utf8);
-            last = count;
             return count++;
+        }
+
+        void put(Slices.Values v, int row, int topic, int rawAt) {
+            byte[] repaired = text[topic];
+            if (repaired == null) {
+                v.put(row, rawAt, raw[topic].length);
+                return;
+            }
+            if (textGeneration[topic] != buffer.generation) {
+                textAt[topic] = buffer.append(repaired, 0, repaired.length);
+                textGeneration[topic] = buffer.generation;
+            }
+            v.put(row, textAt[topic], repaired.length);
         }
 
         /** The topic is asked for, and not a system topic unless those are asked for too. */
@@ -404,32 +501,44 @@ final class MessageReader implements PartitionReader<ColumnarBatch> {
                     return false;
                 }
             }
-            // As the Python reader's vectorised check: the set and the rmq_sys_ prefix.
-            return !(topic.length >= systemPrefix.length
-                    && Arrays.equals(topic, 0, systemPrefix.length, systemPrefix, 0, systemPrefix.length));
+            // store.topics.is_system_topic: the set, the rmq_sys_ prefix, <cluster>_REPLY_TOPIC.
+            boolean prefixed = topic.length >= systemPrefix.length
+                    && Arrays.equals(topic, 0, systemPrefix.length, systemPrefix, 0, systemPrefix.length);
+            boolean reply = topic.length >= replySuffix.length && Arrays.equals(topic,
+                    topic.length - replySuffix.length, topic.length, replySuffix, 0, replySuffix.length);
+            return !(prefixed || reply);
         }
     }
 
-    /** Host text by its stored bytes: one text for a run of records from the same host. */
-    private static final class HostCache {
+    /** Host text by its stored bytes: one text per run of records from the same host, put in
+     * the buffer once per batch. */
+    private final class HostCache {
         private boolean v6;
         private long first; // the first 8 stored bytes (an IPv4 address and port)
         private long second; // IPv6: the other 12
         private int third;
         private byte[] text;
+        private int at;
+        private int generation = -1;
 
-        byte[] text(ByteBuffer rec, int at, boolean isV6) {
-            long a = rec.getLong(at);
-            long b = isV6 ? rec.getLong(at + 8) : 0;
-            int c = isV6 ? rec.getInt(at + 16) : 0;
+        void put(Slices.Values v, int row, int hostAt, boolean isV6) {
+            byte[] rec = buffer.data;
+            long a = getLong(rec, hostAt);
+            long b = isV6 ? getLong(rec, hostAt + 8) : 0;
+            int c = isV6 ? getInt(rec, hostAt + 16) : 0;
             if (text == null || isV6 != v6 || a != first || b != second || c != third) {
                 v6 = isV6;
                 first = a;
                 second = b;
                 third = c;
-                text = Text.host(rec.array(), at, isV6);
+                text = Text.host(rec, hostAt, isV6);
+                generation = -1;
             }
-            return text;
+            if (generation != buffer.generation) {
+                at = buffer.append(text, 0, text.length);
+                generation = buffer.generation;
+            }
+            v.put(row, at, text.length);
         }
     }
 

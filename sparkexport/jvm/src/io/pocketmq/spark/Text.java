@@ -1,6 +1,9 @@
 package io.pocketmq.spark;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
 import java.nio.CharBuffer;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
@@ -12,10 +15,15 @@ final class Text {
 
     private static final byte[] HEX = "0123456789ABCDEF".getBytes(StandardCharsets.US_ASCII);
 
-    /** Whether bytes[from, from + length) is valid UTF-8 (ASCII checked fast). */
+    private static final VarHandle LONG = MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.BIG_ENDIAN);
+
+    /** Whether bytes[from, from + length) is valid UTF-8 (ASCII checked fast, 8 bytes a step). */
     static boolean isUtf8(byte[] bytes, int from, int length) {
         int end = from + length;
         int i = from;
+        while (i + 8 <= end && ((long) LONG.get(bytes, i) & 0x8080808080808080L) == 0) {
+            i += 8;
+        }
         while (i < end && bytes[i] >= 0) {
             i++;
         }
