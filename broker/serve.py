@@ -22,6 +22,7 @@ from pocketmq.broker.remoting.server import ServerLimits
 from pocketmq.broker.remoting.tls import server_context
 from pocketmq.broker.services.acl import AccessControl
 from pocketmq.broker.services.clock import Clock
+from pocketmq.broker.services.memory import release_free_heap
 
 __all__ = ["run_broker", "run_namesrv", "run_standalone"]
 
@@ -47,6 +48,7 @@ async def _ready_until_stopped(line: str) -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 50, 100)
+    release_free_heap()  # what start-up freed: idle, nothing would reuse it
     print(line, flush=True)
     sys.stdout.flush()
     await stop.wait()

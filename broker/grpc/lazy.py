@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Protocol
 
 from pocketmq.broker.grpc.tls import SniffingFront
+from pocketmq.broker.services.memory import release_free_heap
 
 __all__ = ["TLS_MODES", "GrpcTls", "LazyGrpcFront"]
 
@@ -121,6 +122,7 @@ class LazyGrpcFront:
         frontend = await self._built()
         ports = await frontend.start_behind(self.front)
         self.frontend = frontend
+        release_free_heap()  # the import's temporaries, in the worker thread's heap
         return ports
 
     async def close(self) -> None:

@@ -26,6 +26,8 @@ import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pocketmq.broker.services.memory import release_free_heap
+
 if TYPE_CHECKING:
     from pocketmq.broker.http.server import HttpFront
 
@@ -101,6 +103,7 @@ class LazyHttpFront:
             await asyncio.to_thread(importlib.import_module, "pocketmq.broker.http.server")
             front = self.build()
             await front.start(sock=self._sock)
+            release_free_heap()  # the import's temporaries, in the worker thread's heap
         except Exception:
             # The port stays taken but unanswered would look like a hung broker: close it.
             log.exception("HTTP front off: it could not be loaded")

@@ -1,0 +1,136 @@
+"""The HTTP and gRPC fronts load at their first connection (``broker/http/lazy.py``,
+``broker/grpc/lazy.py``): their ports listen from the start, a connection that sends nothing
+loads nothing, the first requests (several at once) are answered as usual, and a real
+``pocketmq standalone`` maps neither aiohttp's nor grpc's library until a client comes."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+pytest.importorskip("grpc", reason="from a pocketmq checkout: python3 -m pip install -e '.[grpc]'")
+
+import grpc  # noqa: E402
+
+from pocketmq.broker.app import Broker  # noqa: E402
+from pocketmq.broker.config import BrokerConfig  # noqa: E402
+from pocketmq.broker.grpc.lazy import GrpcFrontend, GrpcTls, LazyGrpcFront  # noqa: E402
+from pocketmq.broker.grpc.stubs import definition_pb2, service_pb2, service_pb2_grpc  # noqa: E402
+from tests.integration.cluster import Cluster  # noqa: E402
+
+TIMEOUT = aiohttp.ClientTimeout(total=30)
+GRPC_LIBRARY = "/grpc/_cython/cygrpc"
+AIOHTTP_LIBRARY = "/aiohttp/_http_parser"
+
+
+@pytest.fixture
+async def broker() -> AsyncIterator[Broker]:
+    async with Broker(BrokerConfig(port=0, grpc_port=0, http_port=0)) as broker:
+        yield broker
+
+
+async def connect_and_leave(port: int) -> None:
+    """What a port check (``/health``, a load balancer) does: connect, send nothing, close."""
+    _, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.close()
+    await writer.wait_closed()
+
+
+async def query_route(address: str, topic: str) -> int:
+    async with grpc.aio.insecure_channel(address) as channel:
+        stub = service_pb2_grpc.MessagingServiceStub(channel)
+        request = service_pb2.QueryRouteRequest(topic=definition_pb2.Resource(name=topic))
+        response = await stub.QueryRoute(request, timeout=30)
+        return int(response.status.code)
+
+
+async def test_http_front_answers_its_first_requests_after_loading(broker: Broker) -> None:
+    front = broker.http
+    assert front is not None and not front.loaded
+    # A connection gone before aiohttp accepts it (it starts the load) breaks nothing.
+    await connect_and_leave(broker.config.http_port or 0)
+    async with aiohttp.ClientSession(f"http://{broker.http_address}", timeout=TIMEOUT) as http:
+
+        async def get(path: str) -> tuple[int, dict[str, object]]:
+            async with http.get(path) as response:
+                return response.status, await response.json()
+
+        answers = await asyncio.gather(get("/health"), get("/api/broker"), get("/health"))
+    assert front.loaded
+    assert [status for status, _ in answers] == [200, 200, 200]
+    assert answers[0][1]["status"] == "up"
+    assert answers[1][1]["broker_name"] == broker.config.broker_name
+
+
+async def test_grpc_front_starts_at_the_first_byte_and_serves_every_first_call(
+    broker: Broker,
+) -> None:
+    front = broker.grpc
+    assert front is not None and not front.loaded
+    # A connection that sends nothing (as /health's port check) leaves grpc unloaded.
+    await connect_and_leave(broker.config.grpc_port or 0)
+    await asyncio.sleep(0.1)
+    assert not front.loaded
+    broker.topics.create("LazyTopic")
+    codes = await asyncio.gather(
+        *(query_route(broker.grpc_address or "", "LazyTopic") for _ in range(3)),
+        query_route(broker.grpc_address or "", "NoSuchTopic"),
+    )
+    assert front.loaded
+    assert codes == [definition_pb2.Code.OK] * 3 + [definition_pb2.Code.TOPIC_NOT_FOUND]
+
+
+async def test_a_taken_grpc_port_is_found_at_start(tmp_path: Path) -> None:
+    def build() -> GrpcFrontend:
+        raise AssertionError("grpc is not loaded to find the port taken")
+
+    tls = GrpcTls("permissive", tmp_path / "cert.pem", tmp_path / "key.pem")
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        front = LazyGrpcFront("127.0.0.1", port, "127.0.0.1", tls, build)
+        with pytest.raises(OSError, match=f"gRPC port 127.0.0.1:{port} is not available"):
+            await front.start()
+        await front.close()
+
+
+def mapped(pid: int, library: str) -> bool:
+    return library in Path(f"/proc/{pid}/maps").read_text()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/<pid>/maps")
+async def test_standalone_maps_grpc_and_aiohttp_only_once_used(tmp_path: Path) -> None:
+    with Cluster(tmp_path) as cluster:
+        process = cluster.start_standalone(extra_args=["--grpc-port", "0", "--http-port", "0"])
+        assert process.popen is not None
+        pid = process.popen.pid
+        assert not mapped(pid, GRPC_LIBRARY) and not mapped(pid, AIOHTTP_LIBRARY)
+        async with (
+            aiohttp.ClientSession(f"http://{process.http_address}", timeout=TIMEOUT) as http,
+            http.get("/health") as response,
+        ):
+            assert response.status == 200
+            health = await response.json()
+        assert health["checks"]["grpc"] == "ok"  # its port listens, grpc not loaded
+        assert mapped(pid, AIOHTTP_LIBRARY) and not mapped(pid, GRPC_LIBRARY)
+        grpc_address = process.ready_line.split("grpc ")[1].split(",")[0]
+        assert await query_route(grpc_address, "NoSuchTopic") == definition_pb2.Code.TOPIC_NOT_FOUND
+        assert mapped(pid, GRPC_LIBRARY)
+
+
+def test_grpc_available_imports_nothing_of_grpc() -> None:
+    probe = (
+        "import sys\n"
+        "from pocketmq.broker.grpc import grpc_available\n"
+        "print(grpc_available(), 'grpc' in sys.modules, 'google.protobuf' in sys.modules)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], check=True, capture_output=True, text=True
+    ).stdout
+    assert out.split() == ["True", "False", "False"]
