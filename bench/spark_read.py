@@ -152,7 +152,17 @@ def prepare(work: Path, messages: int) -> tuple[Path, Path, Path]:
     return store_dir, json_dir, parquet_dir
 
 
-def measure(spark, work: Path, messages: int, runs: int, ceiling: bool) -> dict[str, float]:  # type: ignore[no-untyped-def]
+ROUTE_KEYS = {
+    "jvm": "JVM data source",
+    "python": "Python data source",
+    "json": "spark.read.json",
+    "parquet": "spark.read.parquet",
+}
+
+
+def measure(  # type: ignore[no-untyped-def]
+    spark, work: Path, messages: int, runs: int, ceiling: bool, only: list[str] | None = None
+) -> dict[str, float]:
     """Records per second of each route (medians of ``runs``)."""
     store_dir, json_dir, parquet_dir = prepare(work, messages)
     marker = work / "written"
@@ -170,6 +180,8 @@ def measure(spark, work: Path, messages: int, runs: int, ceiling: bool) -> dict[
         "spark.read.json": lambda: spark.read.schema(schema).json(str(json_dir)),
         "spark.read.parquet": lambda: spark.read.parquet(str(parquet_dir)),
     }
+    if only:
+        routes = {name: frame for name, frame in routes.items() if name in only}
     if ceiling:
         register_ceiling(spark, store_dir, rows, source.rdd.getNumPartitions())
         routes["prebuilt batches"] = lambda: spark.read.format("pocketmq_prebuilt").load()
@@ -195,6 +207,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--ceiling", action="store_true", help="add the prebuilt-batches line")
     parser.add_argument(
+        "--routes",
+        default="jvm,python,json,parquet",
+        help="comma-separated routes to time, of jvm, python, json, parquet",
+    )
+    parser.add_argument(
         "--data",
         type=Path,
         default=None,
@@ -203,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     sizes = [int(m) for m in args.messages.split(",")]
     masters = [m.strip() for m in args.masters.split(",") if m.strip()]
+    only = [ROUTE_KEYS[r.strip()] for r in args.routes.split(",") if r.strip()]
 
     from pocketmq import sparkexport
     from pocketmq.sparkexport.jvm import build_jar
@@ -218,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                 for messages in sizes:
                     print(f"{messages:,} messages, {master}:", flush=True)
                     table[(messages, master)] = measure(
-                        spark, base / f"m{messages}", messages, args.runs, args.ceiling
+                        spark, base / f"m{messages}", messages, args.runs, args.ceiling, only
                     )
             finally:
                 spark.stop()
@@ -230,11 +248,12 @@ def main(argv: list[str] | None = None) -> int:
     print("|---" * (len(routes) + 4) + "|")
     for (messages, master), result in table.items():
         cells = " | ".join(f"{result[r] / 1000:,.0f}k/s" for r in routes)
-        jvm = result["JVM data source"]
-        print(
-            f"| {messages:,} | `{master}` | {cells} | "
-            f"{jvm / result['spark.read.parquet']:.2f}x | {jvm / result['Python data source']:.2f}x |"
+        jvm = result.get("JVM data source", 0.0)
+        ratios = " | ".join(
+            f"{jvm / result[other]:.2f}x" if jvm and other in result else "-"
+            for other in ("spark.read.parquet", "Python data source")
         )
+        print(f"| {messages:,} | `{master}` | {cells} | {ratios} |")
     return 0
 
 

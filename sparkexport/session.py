@@ -3,7 +3,7 @@
 Spark's start-up prints, on a laptop, a page of lines the user can do nothing about: the
 JVM's "Using incubator modules", log4j's "Using Spark's default log4j profile", "Your hostname
 ... resolves to a loopback address", "Unable to load native-hadoop library". The session here
-binds to 127.0.0.1 unless ``SPARK_LOCAL_IP`` says otherwise, gives the driver a log4j
+binds to 127.0.0.1 (with a ``local`` master) unless ``SPARK_LOCAL_IP`` says otherwise, gives the driver a log4j
 configuration that logs errors only, and drops the JVM's known start-up notices from its
 standard error (everything else it writes still reaches the user).
 """
@@ -72,9 +72,11 @@ class _StderrFilter:
 def quiet_local_session(
     app_name: str, master: str, driver_memory: str, *, jars: str | None = None
 ) -> Any:
-    """A new local session without the start-up noise (see the module); ``jars`` goes on
-    ``spark.jars`` (the JVM data source's jar)."""
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    """A new session without the start-up noise (see the module), local unless ``master``
+    names a cluster (then the driver binds as Spark chooses); ``jars`` goes on ``spark.jars``
+    (the JVM data source's jar, which Spark ships to the executors)."""
+    if master.startswith("local"):  # a cluster's executors must reach the driver: not loopback
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
