@@ -283,6 +283,21 @@ class ConsumeQueue:
                 return True
         return self._put_slow(logical, physical_offset, size, tags_code)
 
+    def put_next(self, physical_offset: int, size: int, tags_code: int) -> None:
+        """The append path's :meth:`put` of the next entry, whose slot the caller secured
+        (:meth:`has_room`, else :meth:`make_room`, before the record was appended)."""
+        logical = self._max_logical
+        byte_offset = logical * ENTRY_SIZE
+        position = byte_offset - self._starts[-1]
+        if position < 0 or byte_offset + ENTRY_SIZE > self._allocated_until:
+            # not in the newest file (one made ahead by a batch that then failed)
+            self._put_slow(logical, physical_offset, size, tags_code)
+            return
+        ENTRY.pack_into(self._segments[-1].view, position, physical_offset, size, tags_code)
+        self._max_logical = logical + 1
+        self.max_physical_offset = physical_offset
+        self.last_entry_end = physical_offset + size
+
     def put_run(self, logical: int, entries: Sequence[QueueEntry]) -> None:
         """The entries of ``logical`` on, as :meth:`put` writes them one by one: packed and
         written at once (once per queue file they reach) when they are the queue's next ones

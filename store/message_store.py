@@ -828,8 +828,79 @@ class MessageStore:
         the message breaks a limit, StoreFullError when the disk is full."""
         if self._closed:
             self._check_open()
-        topic_bytes, properties, properties_bytes = self._prepare(message)
-        return self._append(message, topic_bytes, properties, properties_bytes)
+        # _prepare's common case inline (a known topic, the properties as text and parsed,
+        # within the limits), as in _prepare_batch; anything else takes it.
+        topic = message.topic
+        text = message.properties_text
+        properties = message.properties
+        topic_bytes = self._valid_topics.get(topic)
+        if (
+            topic_bytes is not None
+            and text is not None
+            and properties is not None
+            and not self.disk_full
+            and topic != STATE_TOPIC
+            and len(message.body) <= self._body_size_max
+        ):
+            properties_bytes = text.encode()
+            if len(properties_bytes) > self._properties_size_max:
+                topic_bytes, properties, properties_bytes = self._prepare(message)
+        else:
+            topic_bytes, properties, properties_bytes = self._prepare(message)
+        queue_id = message.queue_id
+        sysflag = message.sysflag
+        tx_type = sysflag & _TX_MASK
+        if tx_type in _QUEUED:
+            queue = self.consume_queues.queues.get((topic, queue_id))
+            if queue is None:
+                queue = self.consume_queues.get_or_create(topic, queue_id)
+            queue_offset = queue.max_offset
+            if not queue.has_room(queue_offset):
+                # The entry's slot first: a full disk fails the send before the record is
+                # written, so no record is left without its entry and the offset is not reused.
+                queue.make_room(queue_offset)
+        else:
+            queue = None
+            queue_offset = 0
+        store_timestamp = self.clock_ms()
+        self.last_store_timestamp = store_timestamp
+        # Positional: this runs for every message, and keyword passing costs a measurable share.
+        offset, total_size = self.commitlog.append(
+            topic_bytes,
+            queue_id,
+            message.flag,
+            queue_offset,
+            sysflag,
+            message.born_timestamp,
+            message.born_host,
+            store_timestamp,
+            self._store_host,
+            message.reconsume_times,
+            message.prepared_transaction_offset,
+            message.body,
+            properties_bytes,
+            self._append_crc,
+        )
+        if queue is not None:
+            # _queue_tags_code's common case (a cached tag) inline
+            tags = properties.get("TAGS")
+            code = self._tags_codes.get(tags) if tags else 0
+            if code is None or topic == SCHEDULE_TOPIC:
+                code = self._queue_tags_code(topic, properties, store_timestamp)
+            queue.put_next(offset, total_size, code)  # its slot secured above
+        if self._index_enable and tx_type != _TX_ROLLBACK:
+            # _index_keys' common case (one key and a unique key) inline
+            key = properties.get("KEYS")
+            unique = properties.get("UNIQ_KEY")
+            if key and unique and " " not in key:
+                self.index.put_later(topic, (key, unique), offset, store_timestamp)
+            elif key or unique:
+                keys = _index_keys(properties)
+                if keys:
+                    self.index.put_later(topic, keys, offset, store_timestamp)
+        if topic == STATE_TOPIC:
+            self.states.apply(decode_state_body(message.body, store_timestamp))
+        return PutResult(offset, total_size, queue_offset, store_timestamp)
 
     def put_many(self, messages: Iterable[PutMessage]) -> list[PutResult]:
         """Append a batch, in order, as one write. Every message is checked first: one that
@@ -1078,63 +1149,6 @@ class MessageStore:
             )
             self._valid_topics[topic] = topic_bytes
         return topic_bytes, properties, properties_bytes
-
-    def _append(
-        self,
-        message: PutMessage,
-        topic_bytes: bytes,
-        properties: dict[str, str],
-        properties_bytes: bytes,
-    ) -> PutResult:
-        topic = message.topic
-        queue_id = message.queue_id
-        sysflag = message.sysflag
-        tx_type = sysflag & _TX_MASK
-        if tx_type in (_TX_NOT, _TX_COMMIT):
-            queue = self.consume_queues.queues.get((topic, queue_id))
-            if queue is None:
-                queue = self.consume_queues.get_or_create(topic, queue_id)
-            queue_offset = queue.max_offset
-            if not queue.has_room(queue_offset):
-                # The entry's slot first: a full disk fails the send before the record is
-                # written, so no record is left without its entry and the offset is not reused.
-                queue.make_room(queue_offset)
-        else:
-            queue = None
-            queue_offset = 0
-        store_timestamp = self.clock_ms()
-        self.last_store_timestamp = store_timestamp
-        # Positional: this runs for every message, and keyword passing costs a measurable share.
-        offset, total_size = self.commitlog.append(
-            topic_bytes,
-            queue_id,
-            message.flag,
-            queue_offset,
-            sysflag,
-            message.born_timestamp,
-            message.born_host,
-            store_timestamp,
-            self._store_host,
-            message.reconsume_times,
-            message.prepared_transaction_offset,
-            message.body,
-            properties_bytes,
-            self._append_crc,
-        )
-        if queue is not None:
-            # _queue_tags_code's common case (a cached tag) inline
-            tags = properties.get("TAGS")
-            code = self._tags_codes.get(tags) if tags else 0
-            if code is None or topic == SCHEDULE_TOPIC:
-                code = self._queue_tags_code(topic, properties, store_timestamp)
-            queue.put(queue_offset, offset, total_size, code)
-        if self._index_enable and tx_type != _TX_ROLLBACK:
-            keys = _index_keys(properties)
-            if keys:
-                self.index.put_later(topic, keys, offset, store_timestamp)
-        if topic == STATE_TOPIC:
-            self.states.apply(decode_state_body(message.body, store_timestamp))
-        return PutResult(offset, total_size, queue_offset, store_timestamp)
 
     def _dispatch(self, record: MessageRecord, lacking: dict[QueueKey, str]) -> None:
         """Build consume-queue, index and state entries for a record read back (recovery). A

@@ -212,9 +212,10 @@ def test_orphan_of_an_old_store_loses_to_the_later_record(tmp_path: Path) -> Non
     store.flush_all()
     queue = store.consume_queues.get("SmallT", 0)
     assert queue is not None
-    queue.put = lambda *args: True  # type: ignore[method-assign]  # the old failure: no entry
+    # the old failure: no entry (put_next is the append path's queue write)
+    queue.put_next = lambda *args: None  # type: ignore[method-assign]
     put(store, "SmallT", 99)  # the orphan, queue offset 5
-    del queue.put
+    del queue.put_next
     put(store, "SmallT", 5)  # queue offset 5 again, acknowledged
     put(store, "SmallT", 6)
     store.crash_for_test()
