@@ -436,7 +436,7 @@ class CommitLog:
             position = end_offset - start
             cut += max(0, self._write_position - position)
             # Zero the tail so a later recovery can never mistake stale bytes for records.
-            segment.write(position, bytes(segment.size - position))
+            segment.zero(position, segment.size)
             segment.flush()
             self._write_position = position
         self._flushed_offset = min(self._flushed_offset, self.max_offset)

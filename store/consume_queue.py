@@ -134,11 +134,8 @@ class ConsumeQueue:
             if count < capacity:
                 if index < len(self._segments) - 1:
                     return f"{self.directory / segment.name}: entries end at {count} of {capacity}, yet a later file exists"
-                past = bytes(
-                    segment.view[
-                        count * ENTRY_SIZE : min(capacity, count + 1 + _LOOK_PAST_END) * ENTRY_SIZE
-                    ]
-                )
+                past_end = min(capacity, count + 1 + _LOOK_PAST_END) * ENTRY_SIZE
+                past = segment.read(count * ENTRY_SIZE, past_end - count * ENTRY_SIZE)
                 if past.strip(b"\0"):
                     return (
                         f"{self.directory / segment.name}: entry {start // ENTRY_SIZE + count} "
@@ -158,12 +155,13 @@ class ConsumeQueue:
         return None
 
     def _valid_count(self, segment: Segment) -> int:
-        view = segment.view
         low, high = 0, segment.size // ENTRY_SIZE
         # Entries are written in order, so the valid ones form a prefix: binary search its end.
+        # The probes are read (segment.read), not looked at through the mapping: each would
+        # make 64 KiB around it resident, ~300 KiB per queue for a load.
         while low < high:
             mid = (low + high) // 2
-            offset, size, _ = ENTRY.unpack_from(view, mid * ENTRY_SIZE)
+            offset, size, _ = ENTRY.unpack(segment.read(mid * ENTRY_SIZE, ENTRY_SIZE))
             if offset >= 0 and size > 0 and not (offset == 0 and size == 0):
                 low = mid + 1
             else:

@@ -23,6 +23,10 @@ from pocketmq.store.errors import StoreFullError
 __all__ = ["Backend", "DiskBackend", "MemoryBackend", "Segment"]
 
 
+_ZERO_CHUNK = 1 << 20  # Segment.zero compares and writes this much at a time
+_ZEROS = bytes(_ZERO_CHUNK)
+
+
 class Segment:
     """One fixed-size file: ``view`` covers all of it; ``write`` copies bytes in; ``flush`` syncs."""
 
@@ -45,6 +49,27 @@ class Segment:
             self._dirty_from = position
         if end > self._dirty_to:
             self._dirty_to = end
+
+    def zero(self, start: int, end: int) -> None:
+        """Make bytes [start, end) zero, writing only the chunks that are not zero already.
+        Recovery zeroes the tail of the newest segment at every start: written whole, the
+        mostly empty 64 MiB tail became resident and dirty (and was synced) each time."""
+        assert 0 <= start <= end <= self.size, (start, end, self.size)
+        for at in range(start, end, _ZERO_CHUNK):
+            size = min(_ZERO_CHUNK, end - at)
+            if not self._is_zero(at, size):
+                self.write(at, _ZEROS[:size])
+
+    def _is_zero(self, start: int, size: int) -> bool:
+        return self.view[start : start + size] == _ZEROS[:size]
+
+    def read(self, start: int, size: int) -> bytes:
+        """A copy of bytes [start, start + size), for a look that should not map the file's
+        pages into the process (on disk: read from the file; loading a consume queue probes a
+        few entries spread over megabytes, and each probe through the mapping made 64 KiB
+        around it resident)."""
+        assert start >= 0 and start + size <= self.size, (start, size, self.size)
+        return bytes(self.view[start : start + size])
 
     def prefault(self, start: int, end: int) -> None:
         """Make bytes [start, end) writable without page faults, ahead of the writes (only a
@@ -104,6 +129,14 @@ class _DiskSegment(Segment):
         assert 0 <= start <= end <= self.size
         if end > start:
             _fallocate(self._fd, start, end - start, self.path)
+
+    def _is_zero(self, start: int, size: int) -> bool:
+        # Read from the file, not the mapping: the pages compared stay out of the process.
+        return self.read(start, size) == _ZEROS[:size]
+
+    def read(self, start: int, size: int) -> bytes:
+        assert start >= 0 and start + size <= self.size, (start, size, self.size)
+        return os.pread(self._fd, size, start)
 
     def prefault(self, start: int, end: int) -> None:
         global _populate_works
