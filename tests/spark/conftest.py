@@ -5,10 +5,13 @@ C1 only (faster JVM start), workers started with this interpreter (PYSPARK_PYTHO
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -59,3 +62,33 @@ def lifecycle_store(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from tests.spark.broker_stores import lifecycle_store as write
 
     return write(tmp_path_factory.mktemp("lifecycle"))
+
+
+@pytest.fixture(scope="session")
+def cli_run(spark: Any, lifecycle_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """One Spark start in a process of its own, shared by the CLI tests of three modules."""
+    from pocketmq.sparkexport.jvm import JvmBuildError, build_jar
+    from tests.spark.cli_process import CliRun
+
+    try:
+        build_jar()  # beforehand, so the commands' output does not depend on the cache
+    except JvmBuildError as error:
+        pytest.skip(str(error))
+    work = tmp_path_factory.mktemp("cli")
+    env = {**os.environ}
+    env.pop("SPARK_LOCAL_IP", None)  # as a user's shell has it: the commands bind by themselves
+    env.pop("POCKETMQ_SPARK_SOURCE", None)
+    env["POCKETMQ_SPARK_MASTER"] = "local[2]"
+    env["POCKETMQ_SPARK_DRIVER_MEMORY"] = "1g"
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.spark.cli_process", str(lifecycle_store), str(work)],
+        cwd=Path(__file__).resolve().parents[2],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    status = json.loads(done.stdout.splitlines()[-1])
+    return CliRun(store=lifecycle_store, work=work, status=status, stderr=done.stderr)

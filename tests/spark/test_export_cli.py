@@ -4,15 +4,13 @@ records, no Spark start-up noise, the difference between rows and records explai
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pocketmq.sparkexport.cli import export_main
+from tests.spark.cli_process import CliRun
 
 pytestmark = pytest.mark.spark
 
@@ -23,23 +21,17 @@ RECORDS, ROWS = 58, 14
 NOISE = ("WARN", "log4j", "NativeCodeLoader", "incubator", "loopback", "setLogLevel")
 
 
-def test_the_export_command(lifecycle_store: Path, tmp_path: Path) -> None:
-    out = tmp_path / "export"
-    env = {**os.environ}
-    env.pop("SPARK_LOCAL_IP", None)  # as a user's shell has it: the command binds by itself
-    env["POCKETMQ_SPARK_MASTER"] = "local[2]"
-    done = subprocess.run(
-        [sys.executable, "-m", "pocketmq.cli", "export", str(lifecycle_store), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-        check=False,
+def test_the_export_command(cli_run: CliRun) -> None:
+    """`pocketmq export` in a process of its own (tests/spark/cli_process.py)."""
+    store, out = cli_run.store, cli_run.work / "export"
+    assert cli_run.status["export"] == 0, cli_run.stderr
+    assert not [line for line in cli_run.stderr.splitlines() if any(w in line for w in NOISE)], (
+        cli_run.stderr
     )
-    assert done.returncode == 0, done.stderr
-    lines = done.stderr.splitlines()
-    assert not [line for line in lines if any(word in line for word in NOISE)], done.stderr
-    assert lines[0] == f"exporting {lifecycle_store} to {out} (parquet, by topic and day)"
+    lines = cli_run.said("export")
+    # javac is there (the fixture built the jar): the JVM source reads, and says so.
+    assert lines[0] == "reading with the JVM data source (--source python for the Python one)"
+    assert lines[1] == f"exporting {store} to {out} (parquet, by topic and day)"
     progress = [line for line in lines if line.startswith("exporting: ")]
     assert progress and "(1/1 ranges)" in progress[-1], lines
     # The bytes read are those of the data, not of the preallocated segment (64 MiB).

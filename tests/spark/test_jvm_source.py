@@ -154,50 +154,10 @@ def test_jvm_and_python_sources_give_the_same_rows(jvm: Any, tmp_path: Path) -> 
         jvm.read.format(JVM_CLASS).load(str(tmp_path / "missing")).count()
 
 
-_PICK = """
-import sys
-from pocketmq import sparkexport
-from pocketmq.sparkexport.source import register
-from tests.spark.stores import rocketmq_store
-from pathlib import Path
-
-root = Path(sys.argv[1])
-rocketmq_store(root)
-spark = sparkexport.session("local[1]", config={"spark.ui.enabled": "false"})
-assert register(spark) == "jvm"
-spark.sql(f"CREATE TABLE t USING pocketmq OPTIONS (path '{root}', topics 'TopicTest')")
-plan = spark.sql("SELECT * FROM t")._jdf.queryExecution().executedPlan().toString()
-assert "ColumnarToRow" in plan, plan
-assert spark.sql("SELECT count(*) FROM t").first()[0] == 29
-assert spark.read.format("pocketmq_python").load(str(root)).count() == 30
-try:
-    register(spark, "python")
-except ValueError as error:
-    assert "pocketmq_python" in str(error)
-else:
-    raise AssertionError("the Python source was forced while the jar is on the classpath")
-print("picked jvm")
-"""
-
-
 @pytest.mark.spark
-def test_a_session_with_the_jar_picks_the_jvm_source_by_its_short_name(
-    jvm_jar: Path, tmp_path: Path
-) -> None:
-    """In a process of its own: the shared session must keep the Python source as pocketmq."""
-    import os
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parents[2]
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "POCKETMQ_SPARK_SOURCE": "auto"}
-    done = subprocess.run(
-        [sys.executable, "-c", _PICK, str(tmp_path / "store")],
-        cwd=root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "picked jvm" in done.stdout
+def test_a_session_with_the_jar_picks_the_jvm_source_by_its_short_name(cli_run: Any) -> None:
+    """In the session `pocketmq export` started in a process of its own (the shared session
+    must keep the Python source as pocketmq): tests/spark/cli_process.py's pick_checks resolve
+    ``pocketmq`` to the JVM source in Spark SQL, keep ``pocketmq_python`` readable and refuse
+    forcing the Python source while the jar is on the classpath."""
+    assert cli_run.status["pick"] == "jvm", cli_run.stderr[-3000:]

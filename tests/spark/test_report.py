@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.spark.broker_stores import T0
+from tests.spark.cli_process import CliRun
 
 S = 1000
 
@@ -46,16 +45,18 @@ def table(driver: Any, table_id: str) -> list[dict[str, str]]:
     os.environ.get("POCKETMQ_NO_BROWSER") == "1",
     reason="POCKETMQ_NO_BROWSER=1: the browser tests are skipped on purpose",
 )
-def test_the_report_page_shows_the_analyses(
-    spark: Any, lifecycle_store: Path, tmp_path: Path
-) -> None:
+def test_the_report_page_shows_the_analyses(spark: Any, cli_run: CliRun, tmp_path: Path) -> None:
+    """The page `pocketmq report` wrote in a process of its own (tests/spark/cli_process.py),
+    read there by the JVM data source; its numbers are checked against the analyses of the same
+    store read here by the Python source."""
     from pocketmq.sparkexport import analyses
-    from pocketmq.sparkexport.report import report_main
     from tests.integration.dashboard_screenshots import console_errors, start_chromium
 
-    out = tmp_path / "report.html"
-    # report_main is what `pocketmq report` runs; here it uses the tests' Spark session.
-    assert report_main(lifecycle_store, out, progress=False) == 0
+    lifecycle_store, out = cli_run.store, cli_run.work / "report.html"
+    assert cli_run.status["report"] == 0, cli_run.stderr
+    said = cli_run.said("report")
+    assert said[0] == "reading with the JVM data source (--source python for the Python one)"
+    assert said[-1].startswith(f"wrote {out} (") and said[-1].endswith(" records"), said
     page = out.read_text(encoding="utf-8")
     assert "<script src=" not in page  # plotly.js is inlined: the page works offline
 
@@ -150,14 +151,15 @@ def test_the_report_page_shows_the_analyses(
         driver.quit()
 
 
-def test_report_of_a_folder_that_is_no_store_says_so(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "pocketmq.cli", "report", str(tmp_path / "nothing"), "--out",
-         str(tmp_path / "r.html")],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 2
-    assert done.stderr.strip() == f"pocketmq report: no such folder: {tmp_path / 'nothing'}"
+def test_report_of_a_folder_that_is_no_store_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pocketmq.cli import main
+
+    assert main(["report", str(tmp_path / "nothing"), "--out", str(tmp_path / "r.html")]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"pocketmq report: no such folder: {tmp_path / 'nothing'}"
+    )
     assert not (tmp_path / "r.html").exists()
 
 

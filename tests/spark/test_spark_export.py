@@ -38,14 +38,20 @@ def test_export_writes_parquet_and_says_what_it_found(
         f.name: f.dataType for f in source
     }
     assert exported.schema["day"].dataType.typeName() == "date"
-    assert lines[0].startswith(f"exporting {store}")
+    # The shared session has no JVM jar: the Python source reads, and the first line says so.
+    assert lines[0] == "reading with the Python data source (the session has no JVM jar)"
+    assert lines[1].startswith(f"exporting {store}")
     assert f"exported {len(expected)} rows to {out} (parquet)" in lines[-1]
 
     damaged = tmp_path / "damaged"
     shutil.copytree(store, damaged, ignore=shutil.ignore_patterns("lock"))
     flip_byte(segment_paths(damaged)[0], 300)
     lines.clear()
-    assert export_main(damaged, tmp_path / "all.json", "json", None, lines.append) == 1
+    assert (
+        export_main(damaged, tmp_path / "all.json", "json", None, lines.append, source="python")
+        == 1
+    )
+    assert lines[0] == "reading with the Python data source (asked for)"
     assert "bad CRC: 1 records (exported with crc_ok = false)" in lines
     assert spark.read.json(str(tmp_path / "all.json")).filter("not crc_ok").count() == 1
 
@@ -56,6 +62,10 @@ def test_export_refuses_wrong_arguments(tmp_path: Path, capsys: pytest.CaptureFi
     (tmp_path / "commitlog").mkdir()
     assert export_main(tmp_path, tmp_path / "out", "csv", None, False) == 2
     assert "format 'csv' is not one of parquet, json, orc" in capsys.readouterr().err
+    assert export_main(tmp_path, tmp_path / "out", "parquet", None, False, source="scala") == 2
+    assert capsys.readouterr().err.strip() == (
+        "pocketmq export: pocketmq source 'scala': choose one of auto, jvm, python"
+    )
 
 
 def test_a_store_with_no_records_yet_exports_no_rows(

@@ -12,6 +12,7 @@ import pytest
 from pocketmq.ids import decode_offset_msg_id, offset_msg_id_from_packed
 from pocketmq.store.record import Host
 from tests.spark.stores import (
+    REPLY_TOPIC,
     data_end,
     expected_rows,
     flip_byte,
@@ -99,7 +100,9 @@ def test_options(spark: Any, store: Path) -> None:
         spark.read.format("pocketmq").option("includeSystemTopics", "true").load(str(store))
     )
     system = everything.filter("topic = 'rmq_sys_MESSAGE_STATE'").count()
-    assert system == 4 and everything.count() == len(expected) + system
+    reply = everything.filter(f"topic = '{REPLY_TOPIC}'").count()  # a system topic too
+    assert system == 4 and reply == 1
+    assert everything.count() == len(expected) + system + reply
 
 
 def test_large_segments_are_read_in_byte_ranges(spark: Any, store: Path) -> None:
