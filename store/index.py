@@ -649,15 +649,17 @@ class IndexService:
         if len(pending) >= _PENDING_MAX:
             self.drain()
 
-    def put_later_many(self, messages: Sequence[tuple[str, Sequence[str], int, int]]) -> None:
+    def put_later_many(
+        self, messages: Sequence[tuple[str, Sequence[str], int, int]], key_count: int
+    ) -> None:
         """:meth:`put_later` for a batch: (topic, keys, physical offset, store time) of each
-        message that has keys, in log order, added at once."""
+        message that has keys, in log order, added at once; ``key_count`` keys in all."""
         if not messages or messages[0][2] < self._end_phy_offset:
             for topic, keys, physical_offset, store_timestamp_ms in messages:
                 self.put_later(topic, keys, physical_offset, store_timestamp_ms)
             return
         self._pending.extend(messages)
-        self._pending_keys += sum([len(message[1]) for message in messages])
+        self._pending_keys += key_count
         self._end_phy_offset = messages[-1][2]
         if len(self._pending) >= _PENDING_MAX:
             self.drain()

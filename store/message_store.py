@@ -1030,11 +1030,11 @@ class MessageStore:
         # a batch of one queue (the common case) appends to its list without a lookup
         only = next(iter(entries.values())) if len(entries) == 1 else None
         keyed: list[tuple[str, tuple[str, ...], int, int]] = []
+        key_count = 0
         index_enable = self._index_enable
         tags_codes = self._tags_codes
-        results: list[PutResult] = []
-        for message, properties, queue_offset, offset, size, store_timestamp in zip(
-            batch, properties_list, queue_offsets, offsets, sizes, store_timestamps, strict=True
+        for message, properties, offset, size, store_timestamp in zip(
+            batch, properties_list, offsets, sizes, store_timestamps, strict=True
         ):
             topic = message.topic
             tx_type = message.sysflag & _TX_MASK
@@ -1052,18 +1052,20 @@ class MessageStore:
                 unique = properties.get("UNIQ_KEY")
                 if key and unique and " " not in key:
                     keyed.append((topic, (key, unique), offset, store_timestamp))
+                    key_count += 2
                 elif key or unique:
                     keys = _index_keys(properties)
                     if keys:
                         keyed.append((topic, keys, offset, store_timestamp))
+                        key_count += len(keys)
             if topic == STATE_TOPIC:
                 self.states.apply(decode_state_body(message.body, store_timestamp))
-            results.append(PutResult(offset, size, queue_offset, store_timestamp))
         for key, (queue, first) in runs.items():
             queue.put_run(first, entries[key])
         if keyed:
-            self.index.put_later_many(keyed)
-        return results
+            self.index.put_later_many(keyed, key_count)
+        # map: the results are made with no Python bytecode per message
+        return list(map(PutResult, offsets, sizes, queue_offsets, store_timestamps))
 
     def _secure_batch(
         self, batch: list[PutMessage]
