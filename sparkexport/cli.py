@@ -27,7 +27,7 @@ from typing import Any
 from pocketmq.sparkexport._require import SparkMissingError, require_spark
 from pocketmq.sparkexport.session import ExportProgress
 
-__all__ = ["FORMATS", "ExportSummary", "export_main", "local_session", "run_export"]
+__all__ = ["FORMATS", "ExportSummary", "export_main", "jar_for", "local_session", "run_export"]
 
 FORMATS = ("parquet", "json", "orc")
 Progress = bool | Callable[[str], None] | None
@@ -102,6 +102,25 @@ def _topic_list(topics: Iterable[str] | str | None) -> list[str]:
     return [t.strip() for item in topics for t in item.split(",") if t.strip()]
 
 
+def jar_for(choice: str, say: Callable[[str], None]) -> tuple[str | None, str]:
+    """(the JVM source's jar, "") for a new session, built first if need be; (None, why) when
+    ``choice`` is ``python`` or, for ``auto``, when it cannot be built (no javac, no pyspark:
+    the error's first line). For ``jvm`` a jar that cannot be built raises JvmBuildError."""
+    from pocketmq.sparkexport.jvm import JvmBuildError, _javac, build_jar, jar_path
+
+    if choice == "python":
+        return None, "asked for"
+    try:
+        if not jar_path().is_file():
+            _javac()  # none: said as the reason, not after a "building" line
+            say("building the JVM data source's jar with javac (once per pyspark version)")
+        return str(build_jar()), ""
+    except JvmBuildError as error:
+        if choice == "jvm":
+            raise
+        return None, str(error).splitlines()[0]
+
+
 def local_session(
     app_name: str = "pocketmq-export",
     *,
@@ -117,7 +136,6 @@ def local_session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from pocketmq.sparkexport.jvm import JvmBuildError, build_jar, jar_path
     from pocketmq.sparkexport.session import quiet_local_session
     from pocketmq.sparkexport.source import source_choice, use_source
 
@@ -126,16 +144,8 @@ def local_session(
     why_not_jvm = "asked for" if choice == "python" else ""
     spark = SparkSession.getActiveSession()
     if spark is None:
-        jar = None
-        if choice != "python":
-            try:
-                if not jar_path().is_file():
-                    tell("building the JVM data source's jar with javac (once per pyspark version)")
-                jar = str(build_jar())
-            except JvmBuildError as error:
-                if choice == "jvm":
-                    raise
-                why_not_jvm = str(error).splitlines()[0]
+        jar, why = jar_for(choice, tell)
+        why_not_jvm = why_not_jvm or why
         spark = quiet_local_session(
             app_name,
             os.environ.get("POCKETMQ_SPARK_MASTER", "local[*]"),
@@ -313,8 +323,10 @@ def export_main(
     except (JvmBuildError, ValueError) as error:  # --source jvm without javac, a bad choice
         print(f"pocketmq export: {error}", file=sys.stderr)
         return 2
-    except Exception as error:  # noqa: BLE001 - Spark did not start: said, not raised
-        print(f"pocketmq export: Spark did not start: {error}", file=sys.stderr)
+    except Exception as error:  # noqa: BLE001 - no Java, a jar Spark did not take: said
+        print(
+            f"pocketmq export: no Spark session with the pocketmq source: {error}", file=sys.stderr
+        )
         return 1
     try:
         summary = run_export(spark, store, out, fmt, topics, progress, source=source)

@@ -514,8 +514,10 @@ def report_main(
     except (JvmBuildError, ValueError) as error:  # --source jvm without javac, a bad choice
         print(f"pocketmq report: {error}", file=sys.stderr)
         return 2
-    except Exception as error:  # noqa: BLE001 - Spark did not start: said, not raised
-        print(f"pocketmq report: Spark did not start: {error}", file=sys.stderr)
+    except Exception as error:  # noqa: BLE001 - no Java, a jar Spark did not take: said
+        print(
+            f"pocketmq report: no Spark session with the pocketmq source: {error}", file=sys.stderr
+        )
         return 1
     try:
         report = collect_report(

@@ -161,3 +161,23 @@ def test_a_session_with_the_jar_picks_the_jvm_source_by_its_short_name(cli_run: 
     ``pocketmq`` to the JVM source in Spark SQL, keep ``pocketmq_python`` readable and refuse
     forcing the Python source while the jar is on the classpath."""
     assert cli_run.status["pick"] == "jvm", cli_run.stderr[-3000:]
+
+
+def test_without_javac_the_commands_fall_back_to_the_python_source(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """What `pocketmq export` and `report` do for a new session (sparkexport.cli.jar_for)."""
+    pytest.importorskip("pyspark")
+    from pocketmq.sparkexport.cli import jar_for
+    from pocketmq.sparkexport.jvm import JvmBuildError
+
+    monkeypatch.setenv("POCKETMQ_JVM_CACHE", str(tmp_path / "cache"))  # nothing built there
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # and no javac
+    said: list[str] = []
+    jar, why = jar_for("auto", said.append)
+    assert jar is None and why.startswith("the JVM data source needs javac (a JDK 17 or newer")
+    assert said == []  # no "building" line before the reason
+    assert jar_for("python", said.append) == (None, "asked for")
+    with pytest.raises(JvmBuildError, match="needs javac"):
+        jar_for("jvm", said.append)
