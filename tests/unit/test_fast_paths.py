@@ -447,6 +447,43 @@ async def test_send_answers_the_brokers_offset_message_id() -> None:
             assert _offset_msg_id(broker, Conn(), offset) == broker.offset_msg_id(offset)  # type: ignore[arg-type]
 
 
+async def test_send_success_frame_is_the_general_answer() -> None:
+    """The answer to a JSON send written from a template is the frame of ``_maybe_wait``'s
+    response map, for odd transaction ids and regions too (escaped as the map's encoder does)."""
+    from pocketmq.broker.app import Broker
+    from pocketmq.broker.handlers.send import (
+        _maybe_wait,
+        _offset_msg_id,
+        _response_ext,
+        _success_frame,
+    )
+    from pocketmq.store.message_store import PutResult
+
+    async with Broker(port=0, store=None) as broker:
+
+        class Conn:
+            attributes: dict[str, Any] = {}
+
+        conn: Any = Conn()
+        for offset, queue_id, queue_offset, uniq, region in [
+            (0, 0, 0, "0102FC0000000137F60B1A0DC300000001", "DefaultRegion"),
+            (2**63 - 1, 1023, 2**62, None, "DefaultRegion"),
+            (1234567, 7, 99, 'a"b\\c\x01\u00e9\U0001f600', 'r"\x02\u00fc'),
+            (42, 3, 5, "", None),
+        ]:
+            broker.config.region_id = region  # type: ignore[assignment]
+            properties = {"WAIT": "true"} if uniq is None else {"UNIQ_KEY": uniq}
+            request = RemotingCommand(code=310, opaque=offset % 2**31, ext_fields={})
+            result = PutResult(offset, 100, queue_offset, 0)
+            ext = _response_ext(
+                _offset_msg_id(broker, conn, offset), queue_id, queue_offset, uniq, region
+            )
+            expected = _maybe_wait(broker, request, result, ext, False)
+            got = _success_frame(broker, conn, request.opaque, result, queue_id, properties)
+            assert got == expected
+        assert _success_frame(broker, conn, 1, PutResult(2**63, 1, 0, 0), 0, {}) is None
+
+
 # -- client timeouts -----------------------------------------------------------------------------
 
 
