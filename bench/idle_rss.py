@@ -6,8 +6,9 @@ Starts the installed ``pocketmq`` console script (the one beside this interprete
 ``pocketmq standalone --data <temp folder> --port P --namesrv-port N --grpc-port G
 --http-port H`` (the README's command, on free ports and a fresh store: both fronts on), then
 the same once both fronts have been used (one ``GET /health``, one HTTP/2 connection to the gRPC
-port answered by grpc: the fronts load at their first connection), then with ``--no-http``,
-``--no-grpc`` and both off; waits for its ``ready`` line plus ``--settle`` seconds, reads
+port answered by grpc: the fronts load at their first connection), the same on a store that
+holds 5,000 messages of 1 KB (written and closed before, as a restart finds it), then with
+``--no-http``, ``--no-grpc`` and both off; waits for its ``ready`` line plus ``--settle`` seconds, reads
 ``VmRSS`` and ``RssAnon`` from ``/proc/<pid>/status`` and the mappings from
 ``/proc/<pid>/smaps``, stops it with SIGTERM. The ceiling, measured the same way in the same
 run: this interpreter having imported ``uvloop`` and ``msgspec`` (what any pocketmq process
@@ -52,6 +53,7 @@ CEILING = (
 VARIANTS = {
     "grpc+http": ["--grpc-port", "{grpc}", "--http-port", "{http}"],
     "grpc+http used": ["--grpc-port", "{grpc}", "--http-port", "{http}"],
+    "grpc+http restarted": ["--grpc-port", "{grpc}", "--http-port", "{http}"],
     "grpc": ["--grpc-port", "{grpc}", "--no-http"],
     "http": ["--no-grpc", "--http-port", "{http}"],
     "neither": ["--no-grpc", "--no-http"],
@@ -59,12 +61,14 @@ VARIANTS = {
 LABELS = {
     "grpc+http": "pocketmq standalone",
     "grpc+http used": "  ... after one HTTP and one gRPC connection",
+    "grpc+http restarted": "  ... on a store of 5,000 x 1 KB messages",
     "grpc": "pocketmq standalone --no-http",
     "http": "pocketmq standalone --no-grpc",
     "neither": "  ... --no-grpc --no-http",
     "ceiling": "ceiling: python + uvloop + msgspec",
 }
-BREAKDOWN_OF = ("grpc+http", "grpc+http used", "neither", "ceiling")
+BREAKDOWN_OF = ("grpc+http", "grpc+http used", "grpc+http restarted", "neither", "ceiling")
+RESTART_MESSAGES = 5_000  # of 1,000 bytes, in one topic's 4 queues
 
 # The HTTP/2 client preface and an empty SETTINGS frame: grpc answers with its own SETTINGS.
 HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
@@ -186,10 +190,22 @@ def use_fronts(grpc_port: int, http_port: int) -> None:
             raise RuntimeError("the gRPC port closed without answering")
 
 
+def fill_store(data: str) -> None:
+    """A store as a broker leaves it: messages written, closed cleanly (then reopened by the
+    broker, which recovers it and maps its newest segment and its queues)."""
+    from pocketmq.store.message_store import MessageStore, PutMessage
+
+    with MessageStore.open(data) as store:
+        for number in range(RESTART_MESSAGES):
+            store.put(PutMessage(topic="Orders", body=b"x" * 1000, queue_id=number % 4))
+
+
 def measure(variant: str, settle_s: float) -> Sample:
     """VmRSS, RssAnon (KiB), threads and the breakdown of one idle process."""
     with tempfile.TemporaryDirectory(prefix="pocketmq-rss-") as data:
         ports = {"grpc": free_port(), "http": free_port()}
+        if variant.endswith("restarted"):
+            fill_store(data)
         if variant == "ceiling":
             command = [sys.executable, "-c", CEILING]
         else:
@@ -273,8 +289,10 @@ def main() -> None:
         )
     print("\nBreakdown by mapping (Rss in /proc/<pid>/smaps), MiB, medians:")
     shown = [result[name].kinds_median_kib for name in BREAKDOWN_OF]
-    kinds = sorted({kind for kinds in shown for kind in kinds}, key=lambda k: -shown[1].get(k, 0))
-    heads = ["README command", "after use", "no fronts", "ceiling"]
+    kinds = sorted(
+        {k for kinds in shown for k in kinds}, key=lambda k: -max(c.get(k, 0) for c in shown)
+    )
+    heads = ["README command", "after use", "restarted", "no fronts", "ceiling"]
     print(f"  {'':52}" + "".join(f"{head:>15}" for head in heads))
     for kind in kinds:
         print(f"  {kind:52}" + "".join(f"{mib(column.get(kind, 0)):>15}" for column in shown))

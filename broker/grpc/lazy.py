@@ -11,9 +11,9 @@ is ``tls.SniffingFront``'s anyway, a Python listener that splices each connectio
 grpc's two loopback listeners: here it listens from the start, and the first connection that
 sends a byte makes ``build()`` run (the imports in a worker thread, so the loop keeps serving
 the other ports) and grpc's server start; that connection and every later one are then spliced
-as before. The client's first call waits for that once (a few hundred ms); nothing else
-differs. In the ``off`` and ``enforcing`` modes grpc's own listener is the public port, so grpc
-is loaded and started at once.
+as before. The client's first call waits for that once (tens of ms); nothing else differs.
+In the ``off`` and ``enforcing`` modes grpc's own listener is the public port, so grpc is
+loaded and started at once.
 
 This module imports nothing of grpc's.
 """
@@ -111,8 +111,8 @@ class LazyGrpcFront:
         return self.port
 
     async def _built(self) -> GrpcFrontend:
-        # The imports are the slow part (~0.3-0.6 s of CPU): off the loop, which keeps its
-        # turns between the import's bytecodes.
+        # The imports are the slow part (tens of ms): off the loop, which keeps its turns
+        # between the import's bytecodes.
         await asyncio.to_thread(importlib.import_module, "pocketmq.broker.grpc.server")
         return self.build()
 
