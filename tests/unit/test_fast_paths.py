@@ -180,6 +180,32 @@ def test_v2_send_header_parses_as_v2_then_v1(ext: dict[str, str]) -> None:
     assert fast == outcome(two_steps, ext)
 
 
+_USUAL_V2_TEXT = st.one_of(
+    HEADER_TEXT, st.sampled_from(["0", "3", "true", "false", "1795716035808", "9" * 18, "9" * 19])
+)
+
+
+@settings(max_examples=400)
+@given(
+    st.fixed_dictionaries({key: _USUAL_V2_TEXT for key in "abcdefghijkmn"}),
+    st.sampled_from([None, "l", "x"]),
+)
+def test_usual_v2_send_header_parses_as_the_general_one(
+    ext: dict[str, str], swap: str | None
+) -> None:
+    # the 13 keys of the usual send (its shortcut), or 13 with one of them swapped for another
+    if swap is not None:
+        del ext["abcdefghijkmn"[len(ext["a"]) % 13]]
+        ext[swap] = "5"
+    assert len(ext) == 13
+
+    def two_steps(ext: dict[str, str]) -> H.SendMessageRequestHeader:
+        return H.SendMessageRequestHeaderV2.from_ext_fields(ext).to_v1()
+
+    fast = outcome(H.parse_send_message_header, RequestCode.SEND_MESSAGE_V2, ext)
+    assert fast == outcome(two_steps, ext)
+
+
 def test_v2_send_header_of_the_sdk() -> None:
     producer = Producer("g", namesrv="127.0.0.1:1")
     header = producer._header(MessageQueue("T", "b", 3), "WAIT\x01true\x02", flag=5)
