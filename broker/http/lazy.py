@@ -38,16 +38,35 @@ log = logging.getLogger("pocketmq.broker.http")
 BACKLOG = 128  # aiohttp's own default for its sites
 
 
-def bind_listener(host: str, port: int, backlog: int = BACKLOG) -> socket.socket:
-    """A non-blocking TCP socket bound to ``host:port`` and listening (``SO_REUSEADDR``, as
-    aiohttp's site sets it); OSError saying which port when it cannot be."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+def bind_listeners(host: str, port: int, backlog: int = BACKLOG) -> list[socket.socket]:
+    """Non-blocking TCP sockets bound to ``port`` on every address ``host`` names and
+    listening, as asyncio's ``create_server`` (behind aiohttp's site) binds them:
+    ``SO_REUSEADDR``, IPv6 sockets IPv6-only; with port 0 the later ones take the port the
+    first got. OSError saying which port when one cannot be bound."""
     try:
-        sock = socket.create_server((host, port), family=family, backlog=backlog)
-    except OSError as error:
+        infos = socket.getaddrinfo(
+            host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+    except socket.gaierror as error:
         raise OSError(f"HTTP port {host}:{port} is not available: {error}") from None
-    sock.setblocking(False)
-    return sock
+    sockets: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(infos):
+            sock = socket.socket(family, kind, proto)
+            sockets.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            if port == 0 and len(sockets) > 1:
+                address = (address[0], sockets[0].getsockname()[1], *address[2:])
+            sock.bind(address)
+            sock.listen(backlog)
+            sock.setblocking(False)
+    except OSError as error:
+        for sock in sockets:
+            sock.close()
+        raise OSError(f"HTTP port {host}:{port} is not available: {error}") from None
+    return sockets
 
 
 class LazyHttpFront:
@@ -62,7 +81,7 @@ class LazyHttpFront:
         self.advertised_host = advertised_host
         self.build = build
         self.front: HttpFront | None = None
-        self._sock: socket.socket | None = None
+        self._socks: list[socket.socket] = []  # listening, until aiohttp serves them
         self._loading: asyncio.Task[None] | None = None
 
     @property
@@ -74,9 +93,11 @@ class LazyHttpFront:
         return self.front is not None
 
     async def start(self) -> int:
-        self._sock = bind_listener(self.host, self.port)
-        self.port = int(self._sock.getsockname()[1])  # the port chosen for 0
-        asyncio.get_running_loop().add_reader(self._sock.fileno(), self._knocked)
+        self._socks = bind_listeners(self.host, self.port)
+        self.port = int(self._socks[0].getsockname()[1])  # the port chosen for 0
+        loop = asyncio.get_running_loop()
+        for sock in self._socks:
+            loop.add_reader(sock.fileno(), self._knocked)
         told = (
             "" if f"{self.host}:{self.port}" == self.address else f", advertised as {self.address}"
         )
@@ -88,33 +109,37 @@ class LazyHttpFront:
         )
         return self.port
 
+    def _stop_watching(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sock in self._socks:
+            loop.remove_reader(sock.fileno())
+
     def _knocked(self) -> None:
-        """A connection waits in the listening socket's queue: load the front, once."""
-        assert self._sock is not None
-        asyncio.get_running_loop().remove_reader(self._sock.fileno())
+        """A connection waits in a listening socket's queue: load the front, once."""
+        self._stop_watching()
         if self._loading is None:
             self._loading = asyncio.create_task(self._load(), name="http-front-load")
 
     async def _load(self) -> None:
-        assert self._sock is not None
         try:
             # The imports are the slow part (~0.2-0.5 s of CPU): off the loop, which keeps its
             # turns between the import's bytecodes.
             await asyncio.to_thread(importlib.import_module, "pocketmq.broker.http.server")
             front = self.build()
-            await front.start(sock=self._sock)
-            release_free_heap()  # the import's temporaries, in the worker thread's heap
+            await front.start(socks=self._socks)
         except Exception:
             # The port stays taken but unanswered would look like a hung broker: close it.
             log.exception("HTTP front off: it could not be loaded")
-            self._close_listener()
+            self._close_listeners()
             return
+        self._socks = []  # aiohttp's servers own them now
         self.front = front
+        release_free_heap()  # the import's temporaries, in the worker thread's heap
 
-    def _close_listener(self) -> None:
-        if self._sock is not None:
-            sock, self._sock = self._sock, None
-            if self.front is None:  # aiohttp's server owns it once started
+    def _close_listeners(self) -> None:
+        socks, self._socks = self._socks, []
+        for sock in socks:
+            if sock.fileno() >= 0:
                 with contextlib.suppress(ValueError, RuntimeError):
                     asyncio.get_running_loop().remove_reader(sock.fileno())
                 sock.close()
@@ -125,5 +150,4 @@ class LazyHttpFront:
         if self.front is not None:
             front, self.front = self.front, None
             await front.close()
-            self._sock = None
-        self._close_listener()
+        self._close_listeners()

@@ -18,7 +18,7 @@ import hmac
 import logging
 import socket
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,19 +117,20 @@ class HttpFront:
     def address(self) -> str:
         return f"{self.settings.advertised_host or self.settings.host}:{self.settings.port}"
 
-    async def start(self, sock: socket.socket | None = None) -> int:
-        """Listen on ``settings``' host and port, or serve ``sock``, a socket already bound
+    async def start(self, socks: Sequence[socket.socket] = ()) -> int:
+        """Listen on ``settings``' host and port, or serve ``socks``, sockets already bound
         and listening (``lazy.py``: the port was taken at start, aiohttp loaded later)."""
         # No access log: a scrape every few seconds would drown the broker's own log.
         runner = web.AppRunner(self.app, access_log=None, handle_signals=False)
         await runner.setup()
-        site: web.BaseSite
-        if sock is not None:
-            site = web.SockSite(runner, sock)
-        else:
-            site = web.TCPSite(runner, self.settings.host, self.settings.port, reuse_address=True)
+        sites: list[web.BaseSite] = [web.SockSite(runner, sock) for sock in socks]
+        if not sites:
+            sites = [
+                web.TCPSite(runner, self.settings.host, self.settings.port, reuse_address=True)
+            ]
         try:
-            await site.start()
+            for site in sites:
+                await site.start()
         except OSError as error:
             await runner.cleanup()
             raise OSError(

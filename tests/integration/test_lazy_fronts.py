@@ -6,6 +6,7 @@ loads nothing, the first requests (several at once) are answered as usual, and a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
 import subprocess
 import sys
@@ -23,6 +24,8 @@ from pocketmq.broker.app import Broker  # noqa: E402
 from pocketmq.broker.config import BrokerConfig  # noqa: E402
 from pocketmq.broker.grpc.lazy import GrpcFrontend, GrpcTls, LazyGrpcFront  # noqa: E402
 from pocketmq.broker.grpc.stubs import definition_pb2, service_pb2, service_pb2_grpc  # noqa: E402
+from pocketmq.broker.http.lazy import LazyHttpFront  # noqa: E402
+from pocketmq.broker.http.server import HttpFront  # noqa: E402
 from tests.integration.cluster import Cluster  # noqa: E402
 
 TIMEOUT = aiohttp.ClientTimeout(total=30)
@@ -67,6 +70,29 @@ async def test_http_front_answers_its_first_requests_after_loading(broker: Broke
     assert [status for status, _ in answers] == [200, 200, 200]
     assert answers[0][1]["status"] == "up"
     assert answers[1][1]["broker_name"] == broker.config.broker_name
+
+
+async def test_an_http_front_that_cannot_load_closes_its_port(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def build() -> HttpFront:
+        raise RuntimeError("no front today")
+
+    front = LazyHttpFront("127.0.0.1", 0, "127.0.0.1", build)
+    port = await front.start()
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        # Not left hanging: the connection is reset or closed, and the port refuses after.
+        with contextlib.suppress(ConnectionError):
+            assert await asyncio.wait_for(reader.read(), 10) == b""
+        writer.close()
+        with pytest.raises(ConnectionRefusedError):
+            await asyncio.open_connection("127.0.0.1", port)
+        assert not front.loaded
+        assert "HTTP front off: it could not be loaded" in caplog.text
+    finally:
+        await front.close()
 
 
 async def test_grpc_front_starts_at_the_first_byte_and_serves_every_first_call(
