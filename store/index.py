@@ -363,8 +363,10 @@ class IndexFile:
                     n = len(key)
                     if n <= _PREFIX_TABLE_LENGTH and key.isascii():
                         data = key.encode()
-                        digits = data.translate(window)
-                        if digits.isalnum():  # no "?": every code in the window
+                        # A key starting above the window's last code ("N") is not in it: no
+                        # translate to find that out (lower-case keys such as order ids).
+                        if data < b"O" and (digits := data.translate(window)).isalnum():
+                            # no "?": every code in the window
                             unsigned = (window_terms[n] + int(digits, 31)) & _MASK32
                         else:
                             unsigned = (

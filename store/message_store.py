@@ -266,7 +266,8 @@ class MessageStore:
         # Topics that passed check_limits, with their UTF-8 bytes (reused by every put).
         self._valid_topics: dict[str, bytes] = {}
         self._tags_codes: dict[str, int] = {}
-        self._topic_fields: dict[bytes, bytes] = {}
+        # Topics that passed check_limits, but the state topic, with their TOPIC field (batches).
+        self._topic_fields: dict[str, bytes] = {}
         self._store_host = self.config.store_host
         self._append_crc = self.config.append_record_crc
         self._index_enable = self.config.message_index_enable
@@ -965,14 +966,15 @@ class MessageStore:
         :meth:`_prepare`, which names the limit broken."""
         prepare = self._prepare
         fields_of = self._topic_fields
-        valid = self._valid_topics
+        # Topics known good (never the state topic, whose bodies _prepare checks), or none:
+        # with the disk full, every message takes _prepare, which refuses it.
+        known = fields_of if not self.disk_full else {}
         body_max = self._body_size_max
         properties_max = self._properties_size_max
         append_crc = self._append_crc
         crc_room = CRC_PROPERTY_LENGTH if append_crc else 0
         store_shift = V6_SHIFT if self._store_host.is_v6 else 0
         fixed = BODY_AT_V4 + 2 + store_shift + crc_room  # with the properties' length
-        plain = not self.disk_full
         topic_fields: list[bytes] = []
         properties_list: list[dict[str, str]] = []
         properties_fields: list[bytes] = []
@@ -981,26 +983,26 @@ class MessageStore:
             topic = message.topic
             text = message.properties_text
             properties = message.properties
-            topic_bytes = valid.get(topic)
+            field = known.get(topic)
             if (
-                topic_bytes is not None
+                field is not None
                 and text is not None
                 and properties is not None
-                and plain
-                and topic != STATE_TOPIC
                 and len(message.body) <= body_max
             ):
                 properties_bytes = text.encode()
                 if len(properties_bytes) > properties_max:
-                    topic_bytes, properties, properties_bytes = prepare(message)
+                    prepare(message)  # raises: it names the limit
             else:
                 topic_bytes, properties, properties_bytes = prepare(message)
-            field = fields_of.get(topic_bytes)
-            if field is None:
-                if len(fields_of) >= _TOPIC_FIELDS_MAX:
-                    fields_of.clear()
-                field = fields_of[topic_bytes] = topic_field(topic_bytes)
-            if append_crc and properties_bytes and properties_bytes[-1] != 2:
+                field = fields_of.get(topic)
+                if field is None:
+                    field = topic_field(topic_bytes)
+                    if topic != STATE_TOPIC:
+                        if len(fields_of) >= _TOPIC_FIELDS_MAX:
+                            fields_of.clear()
+                        fields_of[topic] = field
+            if not properties_bytes.endswith(b"\x02") and append_crc and properties_bytes:
                 properties_bytes += b"\x02"  # the CRC property needs a separator before it
             properties_len = len(properties_bytes)
             topic_fields.append(field)
