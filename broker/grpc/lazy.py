@@ -128,6 +128,7 @@ class LazyGrpcFront:
     async def close(self) -> None:
         if self.front is not None:
             await self.front.close()  # first: no new connection reaches grpc
+            await self.front.backend_settled()  # a start under way: then it is stopped too
         if self.frontend is not None:
             frontend, self.frontend = self.frontend, None
             await frontend.close()

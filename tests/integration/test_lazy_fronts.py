@@ -113,6 +113,25 @@ async def test_grpc_front_starts_at_the_first_byte_and_serves_every_first_call(
     assert codes == [definition_pb2.Code.OK] * 3 + [definition_pb2.Code.TOPIC_NOT_FOUND]
 
 
+async def test_a_broker_stopped_while_grpc_loads_stops_grpc_too() -> None:
+    async with Broker(BrokerConfig(port=0, grpc_port=0)) as broker:
+        front = broker.grpc
+        assert front is not None and front.front is not None
+        sniffing = front.front
+        _, writer = await asyncio.open_connection("127.0.0.1", broker.config.grpc_port or 0)
+        writer.write(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+        async with asyncio.timeout(10):
+            while not sniffing.counts["plaintext"]:  # the first byte is in
+                await asyncio.sleep(0.001)
+        await asyncio.sleep(0)  # the load starts; the broker stops before it is done
+        assert not front.loaded
+    writer.close()
+    assert sniffing.plain_port and sniffing.tls_port  # grpc did start
+    for port in (sniffing.plain_port, sniffing.tls_port):
+        with pytest.raises(ConnectionRefusedError):
+            await asyncio.open_connection("127.0.0.1", port)
+
+
 async def test_a_taken_grpc_port_is_found_at_start(tmp_path: Path) -> None:
     def build() -> GrpcFrontend:
         raise AssertionError("grpc is not loaded to find the port taken")
