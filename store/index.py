@@ -347,17 +347,28 @@ class IndexFile:
         low, high, window = LOW_DIGITS, HIGH_DIGITS, WINDOW_DIGITS
         done = 0
         start = count  # the entry count when the message in hand began
+        last_topic: str | None = None
+        last_timestamp: int | None = None
+        window_terms: tuple[int, ...] = ()
+        plain_terms: tuple[int, ...] = ()
+        diff = 0
         try:
             for done, (topic, keys, physical_offset, store_timestamp_ms) in enumerate(  # noqa: B007
                 messages
             ):  # done: where an error stopped it
-                tables = prefix_tables.get(topic)
-                if tables is None:
-                    tables = make_prefix_tables(topic)
-                window_terms, plain_terms = tables
-                diff = (store_timestamp_ms - begin) // _MS_PER_SECOND if begin > 0 else 0
-                if not 0 <= diff <= _INT_MAX:
-                    diff = 0 if diff < 0 else _INT_MAX
+                # Messages in a row mostly share the topic and often the millisecond (a batch's
+                # always the topic): both derived values are kept from the message before.
+                if topic != last_topic:
+                    tables = prefix_tables.get(topic)
+                    if tables is None:
+                        tables = make_prefix_tables(topic)
+                    window_terms, plain_terms = tables
+                    last_topic = topic
+                if store_timestamp_ms != last_timestamp:
+                    diff = (store_timestamp_ms - begin) // _MS_PER_SECOND if begin > 0 else 0
+                    if not 0 <= diff <= _INT_MAX:
+                        diff = 0 if diff < 0 else _INT_MAX
+                    last_timestamp = store_timestamp_ms
                 start = count
                 for key in keys:
                     n = len(key)

@@ -1050,12 +1050,12 @@ class MessageStore:
                 )
             if index_enable and tx_type != _TX_ROLLBACK:
                 # _index_keys' common case (one key and a unique key) inline
-                key = properties.get("KEYS")
+                key_text = properties.get("KEYS")
                 unique = properties.get("UNIQ_KEY")
-                if key and unique and " " not in key:
-                    keyed.append((topic, (key, unique), offset, store_timestamp))
+                if key_text and unique and " " not in key_text:
+                    keyed.append((topic, (key_text, unique), offset, store_timestamp))
                     key_count += 2
-                elif key or unique:
+                elif key_text or unique:
                     keys = _index_keys(properties)
                     if keys:
                         keyed.append((topic, keys, offset, store_timestamp))
