@@ -89,7 +89,6 @@ async def test_an_http_front_that_cannot_load_closes_its_port(
         writer.close()
         with pytest.raises(ConnectionRefusedError):
             await asyncio.open_connection("127.0.0.1", port)
-        assert not front.loaded
         assert "HTTP front off: it could not be loaded" in caplog.text
     finally:
         await front.close()
@@ -124,7 +123,6 @@ async def test_a_broker_stopped_while_grpc_loads_stops_grpc_too() -> None:
             while not sniffing.counts["plaintext"]:  # the first byte is in
                 await asyncio.sleep(0.001)
         await asyncio.sleep(0)  # the load starts; the broker stops before it is done
-        assert not front.loaded
     writer.close()
     assert sniffing.plain_port and sniffing.tls_port  # grpc did start
     for port in (sniffing.plain_port, sniffing.tls_port):
