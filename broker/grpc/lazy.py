@@ -20,8 +20,6 @@ This module imports nothing of grpc's.
 
 from __future__ import annotations
 
-import asyncio
-import importlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,6 +27,7 @@ from pathlib import Path
 from typing import Protocol
 
 from pocketmq.broker.grpc.tls import SniffingFront
+from pocketmq.broker.services.loading import import_off_loop
 from pocketmq.broker.services.memory import release_free_heap
 
 __all__ = ["TLS_MODES", "GrpcTls", "LazyGrpcFront"]
@@ -111,9 +110,7 @@ class LazyGrpcFront:
         return self.port
 
     async def _built(self) -> GrpcFrontend:
-        # The imports are the slow part (tens of ms): off the loop, which keeps its turns
-        # between the import's bytecodes.
-        await asyncio.to_thread(importlib.import_module, "pocketmq.broker.grpc.server")
+        await import_off_loop("pocketmq.broker.grpc.server")
         return self.build()
 
     async def _start_behind_front(self) -> tuple[int, int]:

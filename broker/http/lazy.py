@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import socket
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pocketmq.broker.services.loading import import_off_loop
 from pocketmq.broker.services.memory import release_free_heap
 
 if TYPE_CHECKING:
@@ -122,9 +122,7 @@ class LazyHttpFront:
 
     async def _load(self) -> None:
         try:
-            # The imports are the slow part (~0.2-0.5 s of CPU): off the loop, which keeps its
-            # turns between the import's bytecodes.
-            await asyncio.to_thread(importlib.import_module, "pocketmq.broker.http.server")
+            await import_off_loop("pocketmq.broker.http.server")
             front = self.build()
             await front.start(socks=self._socks)
         except Exception:

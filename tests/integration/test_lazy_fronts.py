@@ -112,6 +112,24 @@ async def test_grpc_front_starts_at_the_first_byte_and_serves_every_first_call(
     assert codes == [definition_pb2.Code.OK] * 3 + [definition_pb2.Code.TOPIC_NOT_FOUND]
 
 
+async def test_both_fronts_loading_at_once_answer(broker: Broker) -> None:
+    """The two loads run one import at a time (``services/loading.py``); both are answered."""
+
+    async def health() -> int:
+        async with (
+            aiohttp.ClientSession(f"http://{broker.http_address}", timeout=TIMEOUT) as http,
+            http.get("/health") as response,
+        ):
+            return response.status
+
+    status, code = await asyncio.gather(
+        health(), query_route(broker.grpc_address or "", "NoSuchTopic")
+    )
+    assert (status, code) == (200, definition_pb2.Code.TOPIC_NOT_FOUND)
+    assert broker.http is not None and broker.http.loaded
+    assert broker.grpc is not None and broker.grpc.loaded
+
+
 async def test_a_broker_stopped_while_grpc_loads_stops_grpc_too() -> None:
     async with Broker(BrokerConfig(port=0, grpc_port=0)) as broker:
         front = broker.grpc
