@@ -15,7 +15,9 @@ import contextlib
 import errno
 import mmap
 import os
+import queue
 import sys
+import threading
 from pathlib import Path, PurePosixPath
 
 from pocketmq.store.errors import StoreFullError
@@ -72,8 +74,14 @@ class Segment:
         return bytes(self.view[start : start + size])
 
     def prefault(self, start: int, end: int) -> None:
-        """Make bytes [start, end) writable without page faults, ahead of the writes (only a
-        mapped file has faults to save; in memory there is nothing to do)."""
+        """Ask for bytes [start, end) (and the chunk after them) to be made writable without
+        page faults, ahead of the writes. On disk a worker thread does it and this returns at
+        once: a write that catches up with the worker takes the page faults itself, as without
+        any prefault (populating only faults pages in, it never changes a byte). Only a mapped
+        file has faults to save; in memory there is nothing to do."""
+
+    def settle(self) -> None:
+        """Wait until every prefault asked for so far is done (tests, benchmarks)."""
 
     def allocate(self, start: int, end: int) -> None:
         """Reserve disk blocks for bytes [start, end) of a segment created with ``allocate``
@@ -98,17 +106,105 @@ _datasync = getattr(os, "fdatasync", os.fsync)  # macOS has no fdatasync
 # a fresh mapping otherwise takes a page fault (allocate, zero, ext4's page_mkwrite) every 4 KiB,
 # inside the event loop. Turned off for the process by the first refusal (older kernels).
 _MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
-_populate_works = sys.platform == "linux" and hasattr(mmap.mmap, "madvise")
+_populate_works = sys.platform == "linux"
 _PAGE = mmap.PAGESIZE
+# The worker keeps this far ahead of what the commitlog asks for: it asks a chunk (1 MiB) at a
+# time as its writes reach the end of the last one, so the next chunk is already being faulted in.
+_AHEAD = 1 << 20
+# The worker faults in this much per madvise, taking the segment's lock for each piece only, so
+# a segment closed meanwhile (deleted, truncated away) waits for one piece at most.
+_PIECE = 256 << 10
+
+
+class _Populater:
+    """One daemon thread, started at the first prefault, that write-faults segment ranges in.
+
+    CPython's ``mmap.madvise`` keeps the GIL for the whole call (0.3-0.5 ms per MiB, the event
+    loop frozen meanwhile, even from another thread), so the worker calls libc's ``madvise``
+    through ctypes, which lets the GIL go. ctypes is imported here, at the first write to a
+    store on disk, not at start (idle memory)."""
+
+    def __init__(self) -> None:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        self._madvise = libc.madvise
+        self._madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        self._madvise.restype = ctypes.c_int
+        self._get_errno = ctypes.get_errno
+        self._address_of = lambda buffer: ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+        self._requests: queue.SimpleQueue[tuple[_DiskSegment, int, int]] = queue.SimpleQueue()
+        self._idle = threading.Condition()
+        self._pending = 0
+        self.calls = 0  # madvise calls made (benchmarks count them)
+        threading.Thread(target=self._run, name="pocketmq-prefault", daemon=True).start()
+
+    def address(self, mapping: mmap.mmap) -> int:
+        # The ctypes object exports the buffer only for this call: the mapping stays closable.
+        return int(self._address_of(mapping))
+
+    def submit(self, segment: _DiskSegment, start: int, end: int) -> None:
+        with self._idle:
+            self._pending += 1
+        self._requests.put((segment, start, end))
+
+    def settle(self) -> None:
+        with self._idle:
+            self._idle.wait_for(lambda: self._pending == 0)
+
+    def _run(self) -> None:
+        while True:
+            segment, start, end = self._requests.get()
+            try:
+                for at in range(start, end, _PIECE):
+                    if not self._populate(segment, at, min(end, at + _PIECE)):
+                        break
+            finally:
+                with self._idle:
+                    self._pending -= 1
+                    self._idle.notify_all()
+
+    def _populate(self, segment: _DiskSegment, start: int, end: int) -> bool:
+        global _populate_works
+        with segment._populate_lock:
+            if segment._address == 0:  # closed
+                return False
+            self.calls += 1
+            if self._madvise(segment._address + start, end - start, _MADV_POPULATE_WRITE) == 0:
+                return True
+            failure = self._get_errno()
+        if failure == errno.EINVAL:
+            _populate_works = False  # before Linux 5.14: the writes take the faults one by one
+        # ENOMEM/EFAULT and the like: only a hint was lost, the writes fault the pages in.
+        return False
+
+
+_populater: _Populater | None = None
+_populater_lock = threading.Lock()
+
+
+def _the_populater() -> _Populater | None:
+    global _populater, _populate_works
+    if _populater is None:
+        with _populater_lock:
+            if _populater is None:
+                try:
+                    _populater = _Populater()
+                except (ImportError, OSError, AttributeError):  # no ctypes or no libc madvise
+                    _populate_works = False
+    return _populater
 
 
 class _DiskSegment(Segment):
-    __slots__ = ("_fd", "_map", "path")
+    __slots__ = ("_fd", "_map", "path", "_address", "_populate_lock", "_requested_to")
 
     def __init__(self, path: Path, fd: int, size: int) -> None:
         self._fd = fd
         self._map = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self.path = path
+        self._address = 0  # where the mapping starts, once a prefault needs it; 0 once closed
+        self._populate_lock = threading.Lock()  # held by the worker while it faults pages in
+        self._requested_to = 0  # prefaults were asked for up to here
         super().__init__(path.name, size, memoryview(self._map))
 
     # Durability through fdatasync on the file, not mmap.flush: on Linux msync(MS_SYNC) is a
@@ -139,19 +235,30 @@ class _DiskSegment(Segment):
         return os.pread(self._fd, size, start)
 
     def prefault(self, start: int, end: int) -> None:
-        global _populate_works
+        # Called on the event loop: only notes the range and hands it to the worker.
         if not _populate_works:
             return
-        start -= start % _PAGE
-        end = min(end, self.size)
+        end = min(end + _AHEAD, self.size)
+        start = max(start, self._requested_to)  # nothing asked for twice
+        start -= start % _PAGE  # madvise takes whole pages
         if end <= start:
             return
-        try:
-            self._map.madvise(_MADV_POPULATE_WRITE, start, end - start)
-        except OSError:
-            _populate_works = False  # EINVAL before Linux 5.14: take the faults one by one
+        populater = _the_populater()
+        if populater is None:
+            return
+        if self._address == 0:
+            self._address = populater.address(self._map)
+        self._requested_to = end
+        populater.submit(self, start, end)
+
+    def settle(self) -> None:
+        if _populater is not None:
+            _populater.settle()
 
     def close(self) -> None:
+        with self._populate_lock:  # the worker is not inside this mapping, and will not enter it
+            self._address = 0
+            self._requested_to = self.size  # and no prefault is asked for any more
         super().close()
         with contextlib.suppress(BufferError):
             self._map.close()
