@@ -111,9 +111,10 @@ _PAGE = mmap.PAGESIZE
 # The worker keeps this far ahead of what the commitlog asks for: it asks a chunk (1 MiB) at a
 # time as its writes reach the end of the last one, so the next chunk is already being faulted in.
 _AHEAD = 1 << 20
-# The worker faults in this much per madvise, taking the segment's lock for each piece only, so
-# a segment closed meanwhile (deleted, truncated away) waits for one piece at most.
-_PIECE = 256 << 10
+# The worker faults in this much per madvise (each return from ctypes takes the GIL again, so
+# not less), holding the segment's lock for each piece only: a segment closed meanwhile
+# (deleted, truncated away) waits for one piece at most.
+_PIECE = 1 << 20
 
 
 class _Populater:

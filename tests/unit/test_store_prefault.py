@@ -112,7 +112,7 @@ def test_a_segment_closed_while_the_worker_prefaults_it_is_left_alone(tmp_path: 
     segment = backend.create_segment(PurePosixPath("seg"), 32 << 20)
     segment.write(0, b"kept")
     segment.prefault(0, 32 << 20)
-    segment.close()  # waits for the piece under way, if any; the rest is dropped
+    segment.close()  # waits for the piece under way (1 MiB), if any; the rest is dropped
     segment.prefault(0, 1 << 20)  # closed: nothing asked for
     segment.settle()
     reopened = backend.open_segment(PurePosixPath("seg"))
