@@ -251,13 +251,23 @@ class Broker(BrokerCore):
         await self.close()
 
     async def start(self) -> None:
+        # A start that fails partway (a damaged store, a taken gRPC port, a full disk) gives
+        # back what it took, newest first: otherwise its ports stay bound and its store open,
+        # and the same process can neither retry nor exit cleanly.
+        async with contextlib.AsyncExitStack() as undo:
+            await self._start(undo)
+            undo.pop_all()  # started: from here on _stop releases it all
+
+    async def _start(self, undo: contextlib.AsyncExitStack) -> None:
         config = self.config
         if self.embedded_namesrv is not None and not self._namesrv_started:
             namesrv_port = await self.embedded_namesrv.start(config.host, 0, self._remoting_ssl())
+            undo.push_async_callback(self._close_embedded_namesrv)
             config.namesrv_addrs = [f"{config.host}:{namesrv_port}"]
             self._namesrv_started = True  # it outlives a crash_and_recover
         asked_port = config.port
         config.port = await self.server.start(config.host, config.port, self._remoting_ssl())
+        undo.push_async_callback(self.server.close)
         if config.vip_channel:
             await self._listen_vip(0 if asked_port == 0 else config.port - 2)
         host = store_host(config)
@@ -271,6 +281,7 @@ class Broker(BrokerCore):
                 config.data_dir, config=store_config, clock_ms=self.clock_ms
             )
             config_dir = Path(config.data_dir) / "config"
+        undo.callback(self.store.close)
         report = self.store.recovery_report
         # Damage is quarantined and a torn tail cut: an operator should see either.
         level = logging.WARNING if report.damaged or report.torn_tail else logging.INFO
@@ -300,6 +311,8 @@ class Broker(BrokerCore):
             timeout_ms=config.sync_flush_timeout_ms,
         )
         self.flush.start()
+        undo.push_async_callback(self.flush.close)
+        undo.push_async_callback(self.scheduler.close)  # the services below plan on it
         # The services, each given what it uses: none holds the broker.
         self.writer = MessageWriter(self.store, now_ms=self.clock_ms, arrived=self.holds.notify)
         scheduler, now_ms, put = self.scheduler, self.clock_ms, self.writer.put_internal
@@ -412,8 +425,10 @@ class Broker(BrokerCore):
         self.transactions.start()
         if config.grpc_port is not None:
             await self._start_grpc()
+            undo.push_async_callback(self._close_grpc)
         if config.http_port is not None:
             await self._start_http()
+            undo.push_async_callback(self._close_http)
         self.retention = RetentionService(
             self.store,
             RetentionPolicy(
@@ -432,6 +447,7 @@ class Broker(BrokerCore):
         )
         self.scheduler.after_advance = self._after_advance
         self.scheduler.start()
+        undo.push_async_callback(self._cancel_tasks)
         self._tasks.append(asyncio.create_task(self._housekeeping(), name="broker-housekeeping"))
         self._tasks.append(asyncio.create_task(self._clean_loop(), name="broker-retention"))
         self._tasks.append(asyncio.create_task(self.stats.run(), name="broker-stats"))
@@ -500,14 +516,20 @@ class Broker(BrokerCore):
             "broker %s recovered: %s", self.config.broker_name, self.store.recovery_report.summary()
         )
 
-    async def _stop(self, *, crashed: bool) -> None:
-        if not self._started:
-            return
-        self._started = False
-        if self.http is not None:
-            await self.http.close()
+    async def _close_embedded_namesrv(self) -> None:
+        if self.embedded_namesrv is not None and self._namesrv_started:
+            await self.embedded_namesrv.close()
+            self._namesrv_started = False
+
+    async def _close_grpc(self) -> None:
         if self.grpc is not None:
             await self.grpc.close()
+
+    async def _close_http(self) -> None:
+        if self.http is not None:
+            await self.http.close()
+
+    async def _cancel_tasks(self) -> None:
         for task in self._tasks:
             # Cancel until it is done: a cancel can be lost on Python 3.11 (asyncio.wait_for
             # in a library call returning a result that arrived at the same moment).
@@ -516,6 +538,15 @@ class Broker(BrokerCore):
                 await asyncio.wait({task}, timeout=1.0)
             with contextlib.suppress(asyncio.CancelledError):
                 task.result()
+        self._tasks = []
+
+    async def _stop(self, *, crashed: bool) -> None:
+        if not self._started:
+            return
+        self._started = False
+        await self._close_http()
+        await self._close_grpc()
+        await self._cancel_tasks()
         if self.config.namesrv_addrs and not crashed:
             await self._unregister()
         elif crashed:  # a killed process's connections just drop
