@@ -282,6 +282,14 @@ class ConsumeQueue:
                 return True
         return self._put_slow(logical, physical_offset, size, tags_code)
 
+    def secure_next(self) -> int:
+        """The next entry's logical offset, its slot secured first (:meth:`make_room` unless
+        :meth:`has_room`): the append path's one call before it appends the record."""
+        logical = self._max_logical
+        if logical * ENTRY_SIZE + ENTRY_SIZE > self._allocated_until:
+            self.make_room(logical)
+        return logical
+
     def put_next(self, physical_offset: int, size: int, tags_code: int) -> None:
         """The append path's :meth:`put` of the next entry, whose slot the caller secured
         (:meth:`has_room`, else :meth:`make_room`, before the record was appended)."""

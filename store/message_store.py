@@ -856,11 +856,9 @@ class MessageStore:
             queue = self.consume_queues.queues.get((topic, queue_id))
             if queue is None:
                 queue = self.consume_queues.get_or_create(topic, queue_id)
-            queue_offset = queue.max_offset
-            if not queue.has_room(queue_offset):
-                # The entry's slot first: a full disk fails the send before the record is
-                # written, so no record is left without its entry and the offset is not reused.
-                queue.make_room(queue_offset)
+            # The entry's slot first: a full disk fails the send before the record is written,
+            # so no record is left without its entry and the offset is not reused.
+            queue_offset = queue.secure_next()
         else:
             queue = None
             queue_offset = 0
