@@ -3,7 +3,11 @@
 Sync (RocketMQ's GroupCommitService): a send waits for ``when_durable(end_offset, ...)``; one
 fsync, run on a worker thread so the event loop keeps serving, covers every send waiting at that
 moment. A waiter is one future (no task, no per-send timer): the waiters queue in append order,
-and one timer, set to the oldest waiter's deadline, times them out. Async (FlushRealTimeService): the commitlog is synced every ``interval_ms``. In both
+and one timer, set to the oldest waiter's deadline, times them out. No task drives the commits:
+the first waiter schedules an fsync for the end of the loop step (so the sends read in that step
+share it), and the fsync's end, posted back to the loop by the worker, answers the waiters in
+that same callback and starts the next fsync at once if sends came meanwhile (a task awaiting
+``run_in_executor`` took one loop step more to see the fsync's end). Async (FlushRealTimeService): the commitlog is synced every ``interval_ms``. In both
 modes consume queues, index and checkpoint are flushed every ``metadata_interval_ms``.
 """
 
@@ -14,7 +18,7 @@ import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from pocketmq.store.message_store import MessageStore
@@ -52,15 +56,15 @@ class FlushService:
         )
         self._waiters: deque[_Waiter] = deque()
         self._expiry: asyncio.TimerHandle | None = None
-        self._wake = asyncio.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._committing = False  # an fsync is scheduled or under way (sync mode)
+        self._closed = False
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
-        self._tasks.append(
-            asyncio.create_task(
-                self._commit_loop() if self.sync else self._timed_loop(), name="flush"
-            )
-        )
+        self._loop = asyncio.get_running_loop()
+        if not self.sync:
+            self._tasks.append(asyncio.create_task(self._timed_loop(), name="flush"))
         self._tasks.append(asyncio.create_task(self._metadata_loop(), name="flush-metadata"))
 
     async def wait_durable(self, end_offset: int) -> bool:
@@ -82,7 +86,10 @@ class FlushService:
         self._waiters.append((end_offset, deadline, future, durable, timed_out))
         if self._expiry is None:
             self._expiry = loop.call_at(deadline, self._expire)
-        self._wake.set()
+        if not self._committing:
+            self._committing = True
+            self._loop = loop
+            loop.call_soon(self._commit)  # after the other sends of this loop step
         return future
 
     def _expire(self) -> None:
@@ -106,28 +113,42 @@ class FlushService:
         self.flushed_offset = max(self.flushed_offset, flushed)
         return self.flushed_offset
 
-    async def _commit_loop(self) -> None:
-        while True:
-            await self._wake.wait()
-            self._wake.clear()
-            if not self._waiters:
-                continue
-            try:
-                flushed = await self._flush_commitlog()
-            except Exception:
-                log.exception("commitlog flush failed")
-                await asyncio.sleep(0.01)
-                self._wake.set()
-                continue
-            waiters = self._waiters
-            # Appends (and so end offsets) come in the order the waiters queue in; one that
-            # came out of order waits for the next flush, which the loop starts at once.
-            while waiters and waiters[0][0] <= flushed:
-                _end, _deadline, future, durable, _timed_out = waiters.popleft()
-                if not future.done():
-                    future.set_result(durable)
-            if waiters:
-                self._wake.set()
+    def _commit(self) -> None:
+        """Start one fsync up to the log's end (``_committing`` is set)."""
+        if self._closed or not self._waiters:
+            self._committing = False
+            return
+        target = self.store.max_physical_offset
+        job = self._executor.submit(self.store.flush_to, target)
+        job.add_done_callback(self._post_committed)
+
+    def _post_committed(self, job: Future[int]) -> None:
+        # On the flush thread: hand the result to the loop (gone once the broker stopped).
+        assert self._loop is not None
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._committed, job)
+
+    def _committed(self, job: Future[int]) -> None:
+        """On the loop: answer the waiters the fsync covers, start the next one if needed."""
+        if self._closed:
+            return
+        try:
+            flushed = job.result()
+        except Exception:
+            log.exception("commitlog flush failed")
+            assert self._loop is not None
+            self._loop.call_later(0.01, self._commit)  # try again; the waiters keep waiting
+            return
+        self.fsync_count += 1
+        self.flushed_offset = flushed = max(self.flushed_offset, flushed)
+        waiters = self._waiters
+        # Appends (and so end offsets) come in the order the waiters queue in; one that
+        # came out of order waits for the next flush, which starts at once.
+        while waiters and waiters[0][0] <= flushed:
+            _end, _deadline, future, durable, _timed_out = waiters.popleft()
+            if not future.done():
+                future.set_result(durable)
+        self._commit()  # the sends that came during this fsync, if any
 
     async def _timed_loop(self) -> None:
         while True:
@@ -150,6 +171,7 @@ class FlushService:
                 log.exception("periodic flush failed")
 
     async def close(self) -> None:
+        self._closed = True
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -117,3 +117,33 @@ async def test_closing_cancels_the_waiters() -> None:
     if not future.cancelled():
         assert future.result() == "ok"  # the fsync finished before the close
     store.close()
+
+
+async def test_the_sends_of_one_loop_step_share_one_fsync_started_without_a_task() -> None:
+    store = gated_store()
+    async with sync_flush(store, open_gate=True) as service:
+        tasks = len(asyncio.all_tasks())
+        first = service.when_durable(put(store), 1, lambda: -1)
+        second = service.when_durable(put(store), 2, lambda: -1)  # same step, appended later
+        assert await asyncio.gather(first, second) == [1, 2]
+        assert service.fsync_count == 1 and len(store.flushes) == 1
+        assert len(asyncio.all_tasks()) == tasks  # no task made per commit
+
+
+class FailingOnceStore(GatedStore):
+    def flush_to(self, offset: int) -> int:
+        if not self.flushes:
+            self.flushes.append(-1)
+            raise OSError(5, "I/O error")
+        return super().flush_to(offset)
+
+
+async def test_a_failed_fsync_is_tried_again_and_its_waiters_answered_after() -> None:
+    store = FailingOnceStore.in_memory()
+    store.gate = threading.Event()
+    store.flushes = []
+    async with sync_flush(store, open_gate=True) as service:
+        end = put(store)
+        assert await service.when_durable(end, "ok", lambda: "late") == "ok"
+        assert store.flushes == [-1, end]
+        assert service.fsync_count == 1
