@@ -11,11 +11,16 @@ through a wrapper that records, in the broker process, with ``time.time()`` stam
   gc        each collection (generation, duration), through ``gc.callbacks``
   file      each file opened for writing or created, through an audit hook (``open``)
   sync      each ``os.fsync``/``os.fdatasync`` (duration), wrapped
+  prefault  each call of the commitlog's write-prefault on the event loop (duration), wrapped
   stall     the event loop late by more than 0.5 ms (a 1 ms ``call_later`` probe)
 
-The same gc callbacks run in this process (the SDK). Printed: p50, p90, p99, p99.9 and max; then,
-for the samples above p99, how many overlap each kind of event (an event overlaps a sample when
-it ran between the send and the receive), and the events themselves, a line each.
+The same gc callbacks run in this process (the SDK). As an application that cares about its
+tail would, this process freezes its heap (``gc.freeze()``) once the producer and the consumer
+are up, so that the collections of the measured window do not walk the start-up objects again
+(the broker does the same); ``--no-freeze`` leaves the collector as it is, to compare.
+Printed: p50, p90, p99, p99.9 and max; then, for the samples above p99, how many overlap each
+kind of event (an event overlaps a sample when it ran between the send and the receive), and the
+events themselves, a line each.
 """
 
 from __future__ import annotations
@@ -73,6 +78,15 @@ def timed(name, call):
             events.append(("sync", t0, time.time() - t0, name))
     return run
 os.fsync, os.fdatasync = timed("fsync", os.fsync), timed("fdatasync", os.fdatasync)
+import pocketmq.store.files as files
+_prefault = files._DiskSegment.prefault
+def prefault(self, start, end):
+    t0 = time.time()
+    try:
+        return _prefault(self, start, end)
+    finally:
+        events.append(("prefault", t0, time.time() - t0, "on the loop"))
+files._DiskSegment.prefault = prefault
 import uvloop
 _new, _run = uvloop.new_event_loop, uvloop.run
 def probed_loop():
@@ -100,7 +114,9 @@ def percentile(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(len(values) * p / 100))]
 
 
-async def e2e(namesrv: str, rate: int, seconds: float, sdk_events: list) -> list[tuple]:
+async def e2e(
+    namesrv: str, rate: int, seconds: float, sdk_events: list, *, freeze: bool
+) -> list[tuple]:
     """(send stamp, receive time) per message."""
     total = int(rate * seconds)
     samples: list[tuple[float, float]] = []
@@ -122,6 +138,9 @@ async def e2e(namesrv: str, rate: int, seconds: float, sdk_events: list) -> list
         await producer.send(Message(topic=TOPIC, body=STAMP.pack(time.time()) + BODY[8:]))
         await asyncio.sleep(1.0)
         samples.clear()
+        if freeze:
+            gc.collect()
+            gc.freeze()
         sdk_events.clear()
         sent, begun, tasks = 0, time.perf_counter(), set()
         while sent < total:
@@ -137,6 +156,8 @@ async def e2e(namesrv: str, rate: int, seconds: float, sdk_events: list) -> list
             await asyncio.gather(*tasks)
         await asyncio.wait_for(done, 60)
         receiver.cancel()
+    if freeze:
+        gc.unfreeze()  # the next run starts as this one did
     return samples
 
 
@@ -174,7 +195,10 @@ def report(flush: str, samples: list[tuple], events: list[tuple]) -> dict[str, f
         totals.setdefault(key, []).append(duration * 1e3)
     print(
         "    all events of the measured window: "
-        + ", ".join(f"{key} x{len(v)} (max {max(v):.2f} ms)" for key, v in sorted(totals.items()))
+        + ", ".join(
+            f"{key} x{len(v)} (max {max(v):.2f}, sum {sum(v):.2f} ms)"
+            for key, v in sorted(totals.items())
+        )
     )
     return figures
 
@@ -187,6 +211,12 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--flush", nargs="+", default=["async", "sync"])
     parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument(
+        "--no-freeze",
+        dest="freeze",
+        action="store_false",
+        help="leave this process's collector as it is (no gc.freeze() after start-up)",
+    )
     args = parser.parse_args()
     sdk_events: list[tuple] = []
     begun: dict[str, float] = {}
@@ -201,7 +231,7 @@ def main() -> None:
     gc.callbacks.append(on_gc)
     print(
         f"end-to-end at {args.rate:,} msg/s for {args.seconds:g} s, 1 KiB, "
-        f"load {os.getloadavg()[0]:.2f}"
+        f"SDK heap {'frozen' if args.freeze else 'not frozen'}, load {os.getloadavg()[0]:.2f}"
     )
     results: dict[str, list[dict[str, float]]] = {}
     for run in range(args.runs):
@@ -220,7 +250,13 @@ def main() -> None:
             try:
                 assert "ready" in ready, f"the broker did not start: {ready!r}"
                 samples = uvloop.run(
-                    e2e(f"127.0.0.1:{namesrv_port}", args.rate, args.seconds, sdk_events)
+                    e2e(
+                        f"127.0.0.1:{namesrv_port}",
+                        args.rate,
+                        args.seconds,
+                        sdk_events,
+                        freeze=args.freeze,
+                    )
                 )
             finally:
                 broker.send_signal(signal.SIGTERM)
