@@ -519,8 +519,17 @@ class FrameDecoder:
     def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
         if self._error is not None:
             raise self._error
-        frames: list[RemotingCommand] = []
         buf = self._buf
+        if not buf and type(data) is bytes:
+            # A read that starts a frame (nearly every read): its whole standard-JSON frames
+            # are decoded here, on the bytes as read; the rest goes the general way.
+            frames, start = self._whole_json_frames(data)
+            if start == len(data):
+                return frames
+            if start:
+                data = data[start:]
+        else:
+            frames = []
         # With nothing buffered, decode straight from ``data`` and keep only its tail.
         source: bytes | bytearray | memoryview = buf if buf else data
         if buf:
@@ -545,3 +554,38 @@ class FrameDecoder:
         if pos:
             del buf[:pos]
         return frames
+
+    def _whole_json_frames(self, data: bytes) -> tuple[list[RemotingCommand], int]:
+        """``_decode_at`` in a loop over ``data``, for the frames it decodes without an error
+        or the lenient reader: whole, JSON, the header standard JSON. Returns them and where
+        the first other one (or the end) starts: ``feed`` decodes from there the general way
+        (which raises the error a bad frame gets)."""
+        frames: list[RemotingCommand] = []
+        pos, size, limit = 0, len(data), self.frame_size_max
+        unpack, decode = _PREFIX.unpack_from, _json_decode_header
+        while size - pos >= 8:
+            length, word = unpack(data, pos)
+            end = pos + 4 + length
+            hend = pos + 8 + word
+            # type 0 (JSON), a length within the limit, the header inside the frame, all read
+            if word >> 24 or length + 4 > limit or hend > end or end > size:
+                break
+            try:
+                h = decode(data[pos + 8 : hend])
+            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+                break
+            frames.append(
+                RemotingCommand(
+                    code=h.code,
+                    language=_LANGUAGE_FROM_JSON.get(h.language, _OTHER),
+                    version=h.version,
+                    opaque=h.opaque,
+                    flag=h.flag,
+                    remark=h.remark,
+                    ext_fields=h.extFields,
+                    body=data[hend:end] if end > hend else None,
+                    serialize_type=_JSON,
+                )
+            )
+            pos = end
+        return frames, pos

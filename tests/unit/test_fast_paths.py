@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import re
+import struct
 import time
 import zlib
 from typing import Any
@@ -377,6 +378,51 @@ def test_encoded_success_is_the_frame_of_the_response(
     request = RemotingCommand(code=310, opaque=opaque, ext_fields={"a": "g"})
     expected = encode_frame(request.make_response(0, ext_fields=ext, version=version))
     assert encode_json_success(opaque, msgspec.json.encode(ext), version) == expected
+
+
+def _frame(header: bytes, body: bytes = b"", stype: int = 0, length: int | None = None) -> bytes:
+    size = 4 + len(header) + len(body) if length is None else length
+    return struct.pack(">iI", size, (stype << 24) | len(header)) + header + body
+
+
+# Frames the decoder's whole-JSON-frame loop takes, and ones it hands to the general path.
+_FRAME_PARTS = [
+    encode_frame(RemotingCommand(code=310, opaque=1, ext_fields={"i": "a\x01b"}, body=b"xy")),
+    encode_frame(RemotingCommand(code=0, flag=1, ext_fields={"msgId": "AB"})),
+    encode_frame(RemotingCommand(code=34, body=b"{}", serialize_type=SerializeType.ROCKETMQ)),
+    _frame(b"{'code':11,opaque:3}"),  # lenient JSON
+    _frame(b'{"code":"12"}'),  # a string where an int goes: lenient reader
+    _frame(b"not json"),
+    _frame(b"{}", stype=7),
+    _frame(b'{"code":1}', length=2),
+    _frame(b'{"code":1}', length=2**30),
+    _frame(b'{"code":1}' * 3, length=9),
+]
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(st.sampled_from(_FRAME_PARTS), min_size=1, max_size=6),
+    st.lists(st.integers(0, 10_000), max_size=6),
+)
+def test_decoder_reads_bytes_as_the_general_path(parts: list[bytes], cuts: list[int]) -> None:
+    # bytes take the whole-JSON-frame loop; a bytearray of the same stream never does
+    from pocketmq.broker.protocol.frames import FrameDecoder
+
+    stream = b"".join(parts)
+    points = sorted({c % (len(stream) + 1) for c in cuts} | {0, len(stream)})
+
+    def run(kind: type) -> list[Any]:
+        decoder, out = FrameDecoder(frame_size_max=2**20), []
+        for start, end in zip(points, points[1:], strict=False):
+            try:
+                out.append(decoder.feed(kind(stream[start:end])))
+            except Exception as error:  # noqa: BLE001 - compared, type and text
+                out.append((type(error), str(error), getattr(error, "frames", None)))
+                break
+        return [*out, decoder.buffered_bytes]
+
+    assert run(bytes) == run(bytearray)
 
 
 def reference_json_header(cmd: RemotingCommand) -> bytes:
