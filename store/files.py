@@ -184,6 +184,16 @@ _populater: _Populater | None = None
 _populater_lock = threading.Lock()
 
 
+def _forget_populater() -> None:
+    global _populater, _populater_lock
+    _populater = None  # a forked child has the object, not its thread: it makes its own
+    _populater_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_populater)
+
+
 def _the_populater() -> _Populater | None:
     global _populater, _populate_works
     if _populater is None:

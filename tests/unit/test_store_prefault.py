@@ -120,3 +120,30 @@ def test_a_segment_closed_while_the_worker_prefaults_it_is_left_alone(tmp_path: 
         assert bytes(reopened.view[:4]) == b"kept"
     finally:
         reopened.close()
+
+
+def test_a_forked_child_prefaults_with_its_own_worker(tmp_path: Path) -> None:
+    import os
+
+    segment = DiskBackend(tmp_path).create_segment(PurePosixPath("seg"), 4 << 20)
+    segment.prefault(0, 1 << 20)
+    segment.settle()  # the parent's worker exists now
+    if not _populating():
+        segment.close()
+        pytest.skip("this kernel has no MADV_POPULATE_WRITE")
+    pid = os.fork()
+    if pid == 0:  # the child: its prefault must be done by a thread of its own, not hang
+        code = 1
+        try:
+            import pocketmq.store.files
+
+            assert pocketmq.store.files._populater is None  # the parent's had no thread here
+            segment.prefault(2 << 20, 3 << 20)
+            segment.settle()
+            segment.write(2 << 20, b"child")
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    segment.close()
+    assert os.waitstatus_to_exitcode(status) == 0
