@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Awaitable
 
 import msgspec
@@ -16,7 +17,7 @@ from pocketmq.broker.protocol import (
     ResponseCode,
     encode_json_success,
 )
-from pocketmq.broker.protocol.codes import RequestCode, SerializeType
+from pocketmq.broker.protocol.codes import DEFAULT_VERSION, RequestCode, SerializeType
 from pocketmq.broker.protocol.headers import SendMessageRequestHeader, parse_send_message_header
 from pocketmq.broker.protocol.message_codec import (
     decode_batch_texts,
@@ -145,9 +146,10 @@ def _success_frame(
     properties: dict[str, str],
 ) -> bytes | None:
     """``_maybe_wait``'s answer to a JSON request that need not wait for the disk, byte for
-    byte, without the ``_response_ext`` map and its JSON encoding: the send response header's
-    fields written into one template (the map's keys, in its order). None for an offset out of
-    range (``_offset_msg_id`` raises for it, on the general path)."""
+    byte (``encode_json_success`` of the ``_response_ext`` map), without the map, its JSON
+    encoding and a second format: the send response header's fields written into one
+    template, in the map's key order. None for an offset out of range (``_offset_msg_id``
+    raises for it, on the general path)."""
     physical_offset = result.physical_offset
     if not 0 <= physical_offset <= _OFFSET_MAX:
         return None
@@ -157,16 +159,39 @@ def _success_frame(
             :-16
         ].encode()
     transaction_id = properties.get("UNIQ_KEY")
-    region = broker.config.region_id
-    ext_json = b'{"msgId":"%b%016X","queueId":"%d","queueOffset":"%d",%b%b"TRACE_ON":"true"}' % (
-        prefix,
-        physical_offset,
-        queue_id,
-        result.queue_offset,
-        b"" if transaction_id is None else b'"transactionId":%b,' % _encode_json(transaction_id),
-        b"" if region is None else b'"MSG_REGION":%b,' % _encode_json(region),
+    transaction = (
+        b"" if transaction_id is None else b'"transactionId":%b,' % _encode_json(transaction_id)
     )
-    return encode_json_success(opaque, ext_json)
+    region = broker.config.region_id
+    region_json = _REGION_JSON.get(region)
+    if region_json is None:
+        region_json = b"" if region is None else b'"MSG_REGION":%b,' % _encode_json(region)
+        if len(_REGION_JSON) < 16:  # one region per broker; a few if it is changed
+            _REGION_JSON[region] = region_json
+    header = (
+        b'{"code":0,"extFields":{"msgId":"%b%016X","queueId":"%d","queueOffset":"%d",%b%b'
+        b'"TRACE_ON":"true"},"flag":1,"language":"JAVA","opaque":%d,'
+        b'"serializeTypeCurrentRPC":"JSON","version":%d}'
+        % (
+            prefix,
+            physical_offset,
+            queue_id,
+            result.queue_offset,
+            transaction,
+            region_json,
+            opaque,
+            DEFAULT_VERSION,
+        )
+    )
+    if len(header) > 0xFFFFFF:  # a huge UNIQ_KEY: the general path refuses it
+        return None
+    return _FRAME_PREFIX.pack(4 + len(header), len(header)) + header
+
+
+# The ``"MSG_REGION":...,`` of each region seen (None: no such key).
+_REGION_JSON: dict[str | None, bytes] = {}
+# A JSON frame's length and type|header-length words (frames.py's layout).
+_FRAME_PREFIX = struct.Struct(">II")
 
 
 def _faulted(

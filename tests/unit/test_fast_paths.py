@@ -554,6 +554,8 @@ async def test_send_success_frame_is_the_general_answer() -> None:
             got = _success_frame(broker, conn, request.opaque, result, queue_id, properties)
             assert got == expected
         assert _success_frame(broker, conn, 1, PutResult(2**63, 1, 0, 0), 0, {}) is None
+        huge = {"UNIQ_KEY": "\x01" * (0xFFFFFF // 6 + 1)}  # escaped past a header's length
+        assert _success_frame(broker, conn, 1, PutResult(0, 1, 0, 0), 0, huge) is None
 
 
 # -- client timeouts -----------------------------------------------------------------------------
