@@ -134,9 +134,10 @@ class _Populater:
         self._madvise.restype = ctypes.c_int
         self._get_errno = ctypes.get_errno
         self._address_of = lambda buffer: ctypes.addressof(ctypes.c_char.from_buffer(buffer))
-        self._requests: queue.SimpleQueue[tuple[_DiskSegment, int, int]] = queue.SimpleQueue()
-        self._idle = threading.Condition()
-        self._pending = 0
+        # Requests, and the events settle() waits for: no lock the loop could wait for.
+        self._requests: queue.SimpleQueue[tuple[_DiskSegment, int, int] | threading.Event] = (
+            queue.SimpleQueue()
+        )
         self.calls = 0  # madvise calls made (benchmarks count them)
         threading.Thread(target=self._run, name="pocketmq-prefault", daemon=True).start()
 
@@ -145,25 +146,27 @@ class _Populater:
         return int(self._address_of(mapping))
 
     def submit(self, segment: _DiskSegment, start: int, end: int) -> None:
-        with self._idle:
-            self._pending += 1
         self._requests.put((segment, start, end))
 
     def settle(self) -> None:
-        with self._idle:
-            self._idle.wait_for(lambda: self._pending == 0)
+        done = threading.Event()
+        self._requests.put(done)  # served in order: set once the requests before it are done
+        done.wait()
 
     def _run(self) -> None:
         while True:
-            segment, start, end = self._requests.get()
+            request = self._requests.get()
+            if isinstance(request, threading.Event):
+                request.set()
+                continue
+            segment, start, end = request
             try:
                 for at in range(start, end, _PIECE):
                     if not self._populate(segment, at, min(end, at + _PIECE)):
                         break
-            finally:
-                with self._idle:
-                    self._pending -= 1
-                    self._idle.notify_all()
+            except Exception:  # a hint only: never let the thread die (settle() waits on it)
+                global _populate_works
+                _populate_works = False
 
     def _populate(self, segment: _DiskSegment, start: int, end: int) -> bool:
         global _populate_works
