@@ -1,11 +1,13 @@
 """What a user's shell runs, in one process of its own (the ``cli_run`` fixture in
-tests/spark/conftest.py starts it), so that one Spark start serves three modules' tests:
+tests/spark/conftest.py starts it), so that one Spark start serves two modules' tests:
 
 1. ``pocketmq export STORE --out WORK/export``: the CLI starts a quiet local session with the
    JVM data source's jar (built beforehand by the fixture) and says which source reads;
-2. ``pocketmq report STORE --out WORK/report.html``: the CLI takes that session;
-3. in that session (the jar on ``spark.jars``), ``pocketmq`` is the JVM source by its short name
+2. in that session (the jar on ``spark.jars``), ``pocketmq`` is the JVM source by its short name
    in Spark SQL, ``pocketmq_python`` the Python one, and forcing the Python one is refused.
+
+(``pocketmq report`` takes its session through the same ``local_session``; its test runs it in
+the tests' warm session: in a new JVM the analyses took three times as long.)
 
 Each step's exit status goes to stdout as the last line (JSON); stderr is the commands' own,
 with a ``=== step`` line before each step.
@@ -24,8 +26,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class CliRun:
-    """What tests/spark/cli_process.py did: ``pocketmq export`` and ``pocketmq report`` of the
-    lifecycle store in one process of their own, then the JVM source's checks in their session."""
+    """What tests/spark/cli_process.py did: ``pocketmq export`` of the lifecycle store in a
+    process of its own, then the JVM source's checks in its session."""
 
     store: Path
     work: Path
@@ -33,7 +35,7 @@ class CliRun:
     stderr: str
 
     def said(self, step: str) -> list[str]:
-        """The stderr lines of one step (export, report, pick)."""
+        """The stderr lines of one step (export, pick)."""
         part = self.stderr.split(f"=== {step}\n", 1)[1]
         return part.split("\n=== ", 1)[0].splitlines()
 
@@ -78,8 +80,6 @@ def main(argv: list[str]) -> int:
     result: dict[str, object] = {}
     _say("export")
     result["export"] = pocketmq(["export", store, "--out", str(work / "export")])
-    _say("report")
-    result["report"] = pocketmq(["report", store, "--out", str(work / "report.html")])
     _say("pick")
     result["pick"] = pick_checks(work / "rocketmq")
     print(json.dumps(result), flush=True)

@@ -66,7 +66,7 @@ def lifecycle_store(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 @pytest.fixture(scope="session")
 def cli_run(spark: Any, lifecycle_store: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """One Spark start in a process of its own, shared by the CLI tests of three modules."""
+    """One Spark start in a process of its own, shared by the CLI tests of two modules."""
     from pocketmq.sparkexport.jvm import JvmBuildError, build_jar
     from tests.spark.cli_process import CliRun
 

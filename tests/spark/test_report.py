@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 
 from tests.spark.broker_stores import T0
-from tests.spark.cli_process import CliRun
 
 S = 1000
 
@@ -45,17 +44,19 @@ def table(driver: Any, table_id: str) -> list[dict[str, str]]:
     os.environ.get("POCKETMQ_NO_BROWSER") == "1",
     reason="POCKETMQ_NO_BROWSER=1: the browser tests are skipped on purpose",
 )
-def test_the_report_page_shows_the_analyses(spark: Any, cli_run: CliRun, tmp_path: Path) -> None:
-    """The page `pocketmq report` wrote in a process of its own (tests/spark/cli_process.py),
-    read there by the JVM data source; its numbers are checked against the analyses of the same
-    store read here by the Python source."""
+def test_the_report_page_shows_the_analyses(
+    spark: Any, lifecycle_store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from pocketmq.sparkexport import analyses
+    from pocketmq.sparkexport.report import report_main
     from tests.integration.dashboard_screenshots import console_errors, start_chromium
 
-    lifecycle_store, out = cli_run.store, cli_run.work / "report.html"
-    assert cli_run.status["report"] == 0, cli_run.stderr
-    said = cli_run.said("report")
-    assert said[0] == "reading with the JVM data source (--source python for the Python one)"
+    out = tmp_path / "report.html"
+    # report_main is what `pocketmq report` runs; here it takes the tests' Spark session, which
+    # has no JVM jar (tests/spark/cli_process.py shows the jar picked in a session of its own).
+    assert report_main(lifecycle_store, out) == 0
+    said = capsys.readouterr().err.splitlines()
+    assert said[0] == "reading with the Python data source (the session has no JVM jar)"
     assert said[-1].startswith(f"wrote {out} (") and said[-1].endswith(" records"), said
     page = out.read_text(encoding="utf-8")
     assert "<script src=" not in page  # plotly.js is inlined: the page works offline
