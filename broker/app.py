@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import ipaddress
 import logging
@@ -82,6 +83,7 @@ from pocketmq.broker.services.locks import LockManager
 from pocketmq.broker.services.long_polling import PullHoldService
 from pocketmq.broker.services.offsets import OffsetManager
 from pocketmq.broker.services.outage import Outage
+from pocketmq.broker.services.persist import Write
 from pocketmq.broker.services.pop import PopService
 from pocketmq.broker.services.progress import ProgressService
 from pocketmq.broker.services.pull import PullService
@@ -172,6 +174,21 @@ def _access_checked(acl: AccessControl, handler: Handler) -> Handler:
     return run  # type: ignore[return-value]
 
 
+@dataclasses.dataclass(frozen=True)
+class Chores:
+    """The housekeeping's periodic work (Broker._chores): what runs on the event loop, and the
+    saves, each a table encoded on the loop that returns its write (None: nothing to save)."""
+
+    on_loop: list[tuple[Outage, Callable[[], object]]]
+    saves: list[tuple[Outage, Callable[[], Write | None]]]
+
+
+def _write_all(writes: list[tuple[Outage, Write]]) -> None:
+    """The saves' disk part, in turn, on a worker thread; each failure is its Outage's."""
+    for outage, write in writes:
+        outage.run(write)
+
+
 class Broker(BrokerCore):
     def __init__(
         self,
@@ -239,6 +256,7 @@ class Broker(BrokerCore):
         self._registered = asyncio.Event()  # registered with the name servers once
         self.vip_port: int | None = None  # the VIP channel's port, once listening
         self._tls_files: tuple[Path, Path] | None = None  # certificate, key (tls_files)
+        self._saving: asyncio.Future[None] | None = None  # the housekeeping's writes, if any
         self._started = False
 
     # -- life cycle --------------------------------------------------------------------------
@@ -547,6 +565,9 @@ class Broker(BrokerCore):
         await self._close_http()
         await self._close_grpc()
         await self._cancel_tasks()
+        if self._saving is not None:  # the housekeeping's writes, on their thread
+            await asyncio.wait({self._saving})
+            self._saving = None
         if self.config.namesrv_addrs and not crashed:
             await self._unregister()
         elif crashed:  # a killed process's connections just drop
@@ -829,34 +850,60 @@ class Broker(BrokerCore):
         chores = self._chores()
         while True:
             await asyncio.sleep(self.config.consumer_offset_persist_s)
-            self.keep_house(chores)
+            await self.keep_house(chores)
 
-    def _chores(self) -> list[tuple[Outage, Callable[[], object]]]:
+    def _chores(self) -> Chores:
         """The periodic work, each part with its own Outage: a full or read-only disk that
         stops the saves says so once (not a traceback every 5 s) and stops nothing else."""
         loop = asyncio.get_running_loop()
         kept = "kept in memory and saved once the disk has room"
         again = "tried again next round"
-        return [
-            # Deliveries the disk refused first (they log their own episodes), so the progress
-            # saved next includes them.
-            (Outage("retrying refused delay-level deliveries", again), self.schedule.retry_refused),
-            (Outage("retrying refused timer deliveries", again), self.timer.retry_refused),
-            (Outage("saving consumer offsets", kept), self.offsets.persist),
-            (Outage("saving delay-level progress", kept), self.schedule.persist),
-            (Outage("saving the timer's progress", kept), self.timer.persist),
-            (Outage("saving groups created on the fly", again), self.groups.save_unsaved),
-            (
-                Outage("expiring idle clients", again),
-                lambda: self.clients.expire(loop.time() - self.config.client_channel_expiry_s),
-            ),
-        ]
+        return Chores(
+            on_loop=[
+                # Deliveries the disk refused first (they log their own episodes), so the
+                # progress saved next includes them.
+                (
+                    Outage("retrying refused delay-level deliveries", again),
+                    self.schedule.retry_refused,
+                ),
+                (Outage("retrying refused timer deliveries", again), self.timer.retry_refused),
+                (Outage("saving groups created on the fly", again), self.groups.save_unsaved),
+                (
+                    Outage("expiring idle clients", again),
+                    lambda: self.clients.expire(loop.time() - self.config.client_channel_expiry_s),
+                ),
+            ],
+            saves=[
+                (Outage("saving consumer offsets", kept), self.offsets.save_later),
+                (Outage("saving delay-level progress", kept), self.schedule.save_later),
+                (Outage("saving the timer's progress", kept), self.timer.save_later),
+            ],
+        )
 
-    def keep_house(self, chores: list[tuple[Outage, Callable[[], object]]]) -> None:
+    async def keep_house(self, chores: Chores) -> None:
         """One round of the periodic work; what failed is tried again next round (consumer
-        offsets not saved stay dirty)."""
-        for outage, work in chores:
+        offsets not saved stay dirty). The saves' tables are encoded here, on the loop where
+        they change, and written on a worker thread: each is an fsync (and a directory's),
+        milliseconds to hundreds of them on a busy disk, which on the loop held up every
+        client's answer."""
+        for outage, work in chores.on_loop:
             outage.run(work)
+        writes: list[tuple[Outage, Write]] = []
+        for outage, save_later in chores.saves:
+            try:
+                write = save_later()
+            except Exception as error:
+                outage.failed(error)
+                continue
+            if write is None:
+                outage.worked()
+            else:
+                writes.append((outage, write))
+        if writes:
+            self._saving = asyncio.ensure_future(asyncio.to_thread(_write_all, writes))
+            # A stop cancels this task, not the thread: _stop waits for _saving before it
+            # saves the same files itself.
+            await asyncio.shield(self._saving)
 
     async def _clean_loop(self) -> None:
         while True:

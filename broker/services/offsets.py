@@ -7,7 +7,7 @@ from pathlib import Path
 
 import msgspec
 
-from pocketmq.broker.services.persist import load_json, save_json
+from pocketmq.broker.services.persist import Write, encode_json, load_json, write_json
 
 __all__ = ["OffsetManager"]
 
@@ -49,6 +49,24 @@ class OffsetManager:
         return sorted(k.split("@", 1)[0] for k in keys)
 
     def persist(self, *, force: bool = False) -> None:
-        if self._dirty or force:
-            save_json(self.path, _OffsetFile(offset_table=self.table))
-            self._dirty = False
+        write = self.save_later(force=force)
+        if write is not None:
+            write()
+
+    def save_later(self, *, force: bool = False) -> Write | None:
+        """The table as it is now, to be written by the returned call (on any thread), or None
+        when nothing changed since the last save. A write that fails leaves the table to be
+        saved again (its error is the caller's to report)."""
+        if not (self._dirty or force):
+            return None
+        content = encode_json(_OffsetFile(offset_table=self.table))
+        self._dirty = False  # commits from now on make it dirty again
+
+        def write() -> None:
+            try:
+                write_json(self.path, content)
+            except BaseException:
+                self._dirty = True
+                raise
+
+        return write

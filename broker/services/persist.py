@@ -32,7 +32,20 @@ from typing import Any, TypeVar
 
 import msgspec
 
-__all__ = ["ConfigFileError", "Journal", "JournaledTable", "load_json", "save_json"]
+__all__ = [
+    "ConfigFileError",
+    "Journal",
+    "JournaledTable",
+    "Write",
+    "encode_json",
+    "load_json",
+    "save_json",
+    "write_json",
+]
+
+# A save taken on the event loop and finished off it: the disk part (write, fsync, renames) of
+# a table encoded where it is changed. None when there was nothing to save.
+Write = Callable[[], None]
 
 log = logging.getLogger("pocketmq.broker")
 
@@ -150,13 +163,24 @@ def load_json(path: Path | None, type_: type[T], default: T) -> T:
 
 def save_json(path: Path | None, value: object) -> None:
     """Write atomically, with a checksum; the previous file becomes ``<name>.bak``."""
+    write_json(path, encode_json(value))
+
+
+def encode_json(value: object) -> bytes:
+    """What :func:`save_json` writes for ``value``: the caller may encode on the event loop,
+    where the value is changed, and write with :func:`write_json` on a worker thread."""
+    return _with_checksum(msgspec.json.encode(value))
+
+
+def write_json(path: Path | None, content: bytes) -> None:
+    """Write what :func:`encode_json` made, atomically and synced (see :func:`save_json`)."""
     if path is None:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     temp = path.with_name(path.name + ".tmp")
     try:
         with open(temp, "wb") as handle:
-            handle.write(_with_checksum(msgspec.json.encode(value)))
+            handle.write(content)
             handle.flush()
             os.fsync(handle.fileno())  # never an empty file after a power loss
     except OSError:

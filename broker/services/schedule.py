@@ -17,6 +17,7 @@ While it waits a message is unavailable (state 10); the delivered copy is availa
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +27,7 @@ import msgspec
 from pocketmq.broker.errors import DelayError
 from pocketmq.broker.services.clock import Scheduler
 from pocketmq.broker.services.outage import Outage
-from pocketmq.broker.services.persist import load_json, save_json
+from pocketmq.broker.services.persist import Write, encode_json, load_json, write_json
 from pocketmq.broker.services.topics import SCHEDULE_TOPIC, TRANS_HALF_TOPIC
 from pocketmq.store.durations import delay_level
 from pocketmq.store.errors import CorruptRecordError, OffsetOutOfRangeError
@@ -208,7 +209,12 @@ class ScheduleService:
         self.store.set_state(record.physical_offset, MessageState.MARKED_FOR_DELETION, "delivered")
 
     def persist(self) -> None:
-        save_json(self.path, _DelayOffsets(offset_table=self.offsets))
+        self.save_later()()
+
+    def save_later(self) -> Write:
+        """The delay levels' progress as it is now, written by the returned call (any thread)."""
+        content = encode_json(_DelayOffsets(offset_table=self.offsets))
+        return functools.partial(write_json, self.path, content)
 
     def pending(self) -> int:
         total = 0

@@ -33,7 +33,7 @@ import msgspec
 from pocketmq.broker.errors import TimerError
 from pocketmq.broker.services.clock import Scheduler
 from pocketmq.broker.services.outage import Outage
-from pocketmq.broker.services.persist import load_json, save_json
+from pocketmq.broker.services.persist import Write, encode_json, load_json, write_json
 from pocketmq.store.errors import CorruptRecordError, OffsetOutOfRangeError
 from pocketmq.store.message_store import MessageStore, PutMessage, PutResult, copy_of
 from pocketmq.store.record import encode_properties
@@ -207,18 +207,31 @@ class TimerService:
 
     def persist(self) -> None:
         """Move the low-water mark past delivered timers and save it."""
+        write = self.save_later()
+        if write is not None:
+            write()
+
+    def save_later(self) -> Write | None:
+        """The low-water mark moved past delivered timers, saved by the returned call (any
+        thread); None when it did not move."""
         store = self.store
         queue = store.consume_queues.get(TIMER_TOPIC, 0)
         if queue is None:
-            return
+            return None
         offset = max(self.low_water, queue.min_offset)
         for logical, (physical, _size, _code) in queue.entries(offset):
             if store.state_of(physical) is MessageState.UNAVAILABLE:
                 break
             offset = logical + 1
-        if offset != self.low_water:
-            save_json(self.path, _TimerCheck(low_water_offset=offset))
+        if offset == self.low_water:
+            return None
+        content = encode_json(_TimerCheck(low_water_offset=offset))
+
+        def write() -> None:
+            write_json(self.path, content)
             self.low_water = offset  # after the save: a refused one is tried again next time
+
+        return write
 
     def recall(self, topic: str, message_id: str) -> bool:
         """Cancel a message still waiting for its time (RocketMQ 5.x RecallMessage); False when

@@ -183,9 +183,9 @@ async def test_retry_copies_refused_by_the_disk_are_one_warning(
 async def test_offsets_the_disk_refused_stay_dirty_and_are_saved_later(
     caplog_broker: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    saved = offsets_module.save_json
+    saved = offsets_module.write_json
 
-    def full(path: Path | None, value: object) -> None:
+    def full(path: Path | None, content: bytes) -> None:
         raise OSError(errno.ENOSPC, "No space left on device", str(path))
 
     async with Broker(port=0, store=tmp_path, clock=ManualClock(START_MS), namesrv=False) as broker:
@@ -193,18 +193,18 @@ async def test_offsets_the_disk_refused_stay_dirty_and_are_saved_later(
         offsets_file = tmp_path / "config" / "consumerOffset.json"
         delay_file = tmp_path / "config" / "delayOffset.json"
         broker.offsets.commit("G", "T", 0, 7)
-        monkeypatch.setattr(offsets_module, "save_json", full)
-        broker.keep_house(chores)
+        monkeypatch.setattr(offsets_module, "write_json", full)
+        await broker.keep_house(chores)
         broker.offsets.commit("G", "T", 0, 8)
-        broker.keep_house(chores)
+        await broker.keep_house(chores)
         assert not offsets_file.exists()
         assert delay_file.exists()  # the other chores still ran
         warnings = records(caplog_broker, "saving consumer offsets failed", logging.WARNING)
         assert len(warnings) == 1 and warnings[0].exc_info is None
         assert "No space left on device" in warnings[0].getMessage()
 
-        monkeypatch.setattr(offsets_module, "save_json", saved)
-        broker.keep_house(chores)
+        monkeypatch.setattr(offsets_module, "write_json", saved)
+        await broker.keep_house(chores)
         assert json.loads(offsets_file.read_bytes())["offsetTable"] == {"T@G": {"0": 8}}
         assert len(records(caplog_broker, "saving consumer offsets works again", logging.INFO)) == 1
 
