@@ -35,11 +35,14 @@ def main(argv: list[str] | None = None) -> int:
     jars = f"{pyspark_jars()}/*"
     with tempfile.TemporaryDirectory(prefix="pocketmq-reader-cpu-") as work:
         sources = [str(p) for p in args.sources.rglob("*.java")] + [str(HARNESS)]
-        subprocess.run(
+        built = subprocess.run(
             [_javac(), "-nowarn", "-proc:none", "-cp", jars, "-d", work, *sources],
-            check=True,
             capture_output=True,
+            text=True,
         )
+        if built.returncode != 0:
+            print(built.stderr, file=sys.stderr)
+            return 1
         for columns in (args.columns, "physical_offset"):
             done = subprocess.run(
                 [str(Path(_javac()).with_name("java")), "-Xmx3g", "-cp", f"{work}:{jars}", "io.pocketmq.spark.ReaderCpu",

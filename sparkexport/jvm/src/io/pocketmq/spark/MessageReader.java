@@ -72,6 +72,7 @@ final class MessageReader implements PartitionReader<ColumnarBatch> {
     private final Slices.Maps propertyMaps; // the properties column, if asked for
     private final ColumnarBatch batch;
     private final boolean needProperties;
+    private final boolean keepsBytes; // a column slices the batch buffer (else one record's room is reused)
     private final byte[] segment;
     private final TopicCache topics = new TopicCache();
     private final byte[][] systemTopics = utf8(SYSTEM_TOPICS);
@@ -99,14 +100,22 @@ final class MessageReader implements PartitionReader<ColumnarBatch> {
         this.options = options;
         this.walker = new RangeWalker(plan);
         this.crc = new CrcCheck(walker, new CRC32());
-        // A batch ends at batchBytes of records: room for that (or the range) from the start.
-        long room = Math.min(options.batchBytes, plan.hi - plan.lo) + (256 << 10);
-        buffer = new Slices.Buffer((int) Math.min(room, 1 << 30));
         StructField[] fields = schema.fields();
         kinds = new int[fields.length];
         vectors = new ColumnVector[fields.length];
         fixed = new WritableColumnVector[fields.length];
         slices = new Slices.Values[fields.length];
+        boolean slicing = false;
+        for (StructField field : fields) {
+            slicing |= !(field.dataType() instanceof org.apache.spark.sql.types.NumericType
+                    || field.dataType() instanceof org.apache.spark.sql.types.BooleanType
+                    || field.dataType() instanceof org.apache.spark.sql.types.TimestampType);
+        }
+        keepsBytes = slicing;
+        // A batch ends at batchBytes of records: room for that (or the range) from the start when
+        // columns slice the buffer; else it holds one record at a time (and grows if one is big).
+        long room = Math.min(options.batchBytes, plan.hi - plan.lo) + (256 << 10);
+        buffer = new Slices.Buffer(slicing ? (int) Math.min(room, 1 << 30) : 1 << 16);
         Slices.Lists lists = null;
         Slices.Maps maps = null;
         boolean properties = false;
@@ -292,6 +301,9 @@ final class MessageReader implements PartitionReader<ColumnarBatch> {
                 case SEGMENT -> slices[c].put(row, segmentAt, segment.length);
                 default -> throw new IllegalStateException("column " + kinds[c]);
             }
+        }
+        if (!keepsBytes) {
+            buffer.used = base; // only fixed-width columns: the next record reuses this room
         }
         return true;
     }
