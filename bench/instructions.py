@@ -18,6 +18,11 @@ a small warm-up count of messages, divided by N, so start-up, imports and one-ti
                       with auto_batch=True)
   client per consume  a PushConsumer reading (each body) and acking, against a broker outside
                       valgrind
+  stages (--only stages, not by default)
+                      each stage of one send alone, in one process: the broker's request
+                      frame decode, its send handler (store.put included) and store.put alone,
+                      the answer frame; the SDK's request (properties, header, frame), its
+                      answer decode and SendResult
 
 Ceiling, counted the same way: one buffered `write` of the same record in Python. Callgrind
 counts user-space instructions only: the kernel's share (the copy into the page cache, page
@@ -120,6 +125,83 @@ CONSUMER_PROGRAM = textwrap.dedent(
     """
 )
 
+
+# The stages of one send, each alone in one process (no sockets, the loop not running): an
+# embedded broker on a store in a temp folder, the SDK's codec on a producer that is not started.
+STAGES_PROGRAM = textwrap.dedent(
+    """
+    import asyncio, os, struct, sys, tempfile, uvloop
+    from pocketmq.broker.app import Broker
+    from pocketmq.broker.protocol.session import RemotingSession
+    from pocketmq.client import Message, MessageQueue, Producer
+    from pocketmq.client.producer import SendStatus
+    from pocketmq.store.message_store import PutMessage
+    n, stage = int(sys.argv[1]), sys.argv[2]
+    loop = uvloop.new_event_loop()
+    asyncio.set_event_loop(loop)
+    broker = Broker(port=0, store=tempfile.mkdtemp())
+    loop.run_until_complete(broker.__aenter__())
+    async def make_producer():
+        return Producer("instructions", namesrv="127.0.0.1:1")
+    producer = loop.run_until_complete(make_producer())
+    mq = MessageQueue("Instructions", "broker-a", 3)
+    body = os.urandom(1024)
+    message = Message(topic="Instructions", body=body)
+    def request_frame():
+        properties, _ = producer._wire_properties(message)
+        command = producer._send_request(mq, properties, body, 0)
+        client = RemotingSession()
+        return b"".join(client.send_request(command, None, 0.0, 3000.0)), client
+    frame, _ = request_frame()
+    server = RemotingSession()
+    request = server.receive_data(frame)[0][0]
+    fields = dict(request.ext_fields)
+    handler = broker.server.handlers[request.code]
+    class Peer:  # what the send handler reads of its connection
+        remote_address = "127.0.0.1:40000"
+        attributes = {}
+    peer = Peer()
+    def handle():
+        request.ext_fields = dict(fields)  # the handler may add to the properties
+        return handler(request, peer)
+    answer = handle()
+    assert type(answer) is bytes, type(answer)
+    text = fields["i"] + "CLUSTER\x01" + broker.config.cluster_name + "\x02"
+    def put():
+        properties = {"WAIT": "true", "UNIQ_KEY": "0" * 32, "CLUSTER": broker.config.cluster_name}
+        broker.store.put(PutMessage(topic="Instructions", body=body, queue_id=3,
+                                    properties=properties, properties_text=text))
+    def sdk_request():
+        properties, _ = producer._wire_properties(message)
+        command = producer._send_request(mq, properties, body, 0)
+        session.send_request(command, None, 0.0, 3000.0)
+        session.forget(command.opaque, None)
+    session = RemotingSession()
+    stray = RemotingSession()  # answers to no request of its own: decoded, then dropped
+    _, client = request_frame()
+    response = client.receive_data(answer)[1][0][1]
+    run = {
+        "decode": lambda: server.receive_data(frame),
+        "handle": handle,
+        "put": put,
+        "respond": lambda: server.respond(request, answer),
+        "sdk_request": sdk_request,
+        "sdk_decode": lambda: stray.receive_data(answer),
+        "sdk_result": lambda: producer._result(response, SendStatus.SEND_OK, mq, "key"),
+    }[stage]
+    for _ in range(n):
+        run()
+    """
+)
+STAGES = {
+    "decode": "broker: request frame decode",
+    "handle": "broker: send handler (store.put included)",
+    "put": "  of which store.put (a PutMessage each)",
+    "respond": "broker: answer frame (session.respond)",
+    "sdk_request": "SDK: properties, header, request frame",
+    "sdk_decode": "SDK: answer frame decode",
+    "sdk_result": "SDK: SendResult from the answer",
+}
 
 _ENV = {**os.environ, "POCKETMQ_BENCH": str(Path(__file__).parent)}
 
@@ -238,7 +320,7 @@ def main() -> None:
         "--only",
         nargs="+",
         default=["store", "broker", "client"],
-        choices=("store", "broker", "client"),
+        choices=("store", "broker", "client", "stages"),
     )
     args = parser.parse_args()
     if shutil.which("valgrind") is None:
@@ -265,6 +347,11 @@ def main() -> None:
             rows.append(("broker per message of a batch of 32", batched))
             auto = broker_per_send(work, n, auto=True)
             rows.append(("broker per send, auto-batch (256 in flight)", auto))
+        if "stages" in args.only:
+            stages = program(work, "stages", STAGES_PROGRAM)
+            for stage, label in STAGES.items():
+                count = per_message(work, f"stage-{stage}", run_program(work, stages, stage), n)
+                rows.append((label, count))
         if "client" in args.only:
             send, auto_send, receive = client_per_message(work, n)
             rows.append(("client per send (Producer.send)", send))
