@@ -526,8 +526,8 @@ class FrameDecoder:
             frames, start = self._whole_json_frames(data)
             if start == len(data):
                 return frames
-            if start:
-                data = data[start:]
+            if start:  # a view, not a copy: the general way copies what it keeps once
+                data = memoryview(data)[start:]
         else:
             frames = []
         # With nothing buffered, decode straight from ``data`` and keep only its tail.
