@@ -121,6 +121,28 @@ def jar_for(choice: str, say: Callable[[str], None]) -> tuple[str | None, str]:
         return None, str(error).splitlines()[0]
 
 
+def session_for(
+    command: str,
+    app_name: str,
+    *,
+    source: str | None,
+    say: Callable[[str], None] | None,
+) -> Any:
+    """:func:`local_session` for a command, or the exit status once it has said on stderr why
+    there is none: 2 for the user's choice (``--source jvm`` without ``javac``, an unknown
+    source), 1 when Spark itself does not start (no Java, a jar Spark did not take)."""
+    from pocketmq.sparkexport.jvm import JvmBuildError
+
+    try:
+        return local_session(app_name, source=source, say=say)
+    except (JvmBuildError, ValueError) as error:
+        print(f"{command}: {error}", file=sys.stderr)
+        return 2
+    except Exception as error:  # noqa: BLE001 - said, with the status
+        print(f"{command}: no Spark session with the pocketmq source: {error}", file=sys.stderr)
+        return 1
+
+
 def local_session(
     app_name: str = "pocketmq-export",
     *,
@@ -295,7 +317,6 @@ def export_main(
     the Python one; ``jvm``; ``python``; default ``$POCKETMQ_SPARK_SOURCE`` or ``auto``).
     Returns the exit status (0 exported, 1 damaged store or failed job, 2 wrong argument,
     among them a topic with no record in the store, or a JVM source that cannot be built)."""
-    from pocketmq.sparkexport.jvm import JvmBuildError
     from pocketmq.store.reader import check_store_folder
 
     say = _say(progress)
@@ -318,16 +339,9 @@ def export_main(
     except SparkMissingError as error:
         print(f"pocketmq export: {error}", file=sys.stderr)
         return 2
-    try:
-        spark = local_session(source=source, say=say)
-    except (JvmBuildError, ValueError) as error:  # --source jvm without javac, a bad choice
-        print(f"pocketmq export: {error}", file=sys.stderr)
-        return 2
-    except Exception as error:  # noqa: BLE001 - no Java, a jar Spark did not take: said
-        print(
-            f"pocketmq export: no Spark session with the pocketmq source: {error}", file=sys.stderr
-        )
-        return 1
+    spark = session_for("pocketmq export", "pocketmq-export", source=source, say=say)
+    if isinstance(spark, int):
+        return spark
     try:
         summary = run_export(spark, store, out, fmt, topics, progress, source=source)
     except Exception as error:  # noqa: BLE001 - a failed job is reported, not raised

@@ -505,20 +505,12 @@ def report_main(
             file=sys.stderr,
         )
         return 2
-    from pocketmq.sparkexport.cli import local_session
-    from pocketmq.sparkexport.jvm import JvmBuildError
+    from pocketmq.sparkexport.cli import session_for
 
     started = time.perf_counter()
-    try:
-        spark = local_session("pocketmq-report", source=source, say=say)
-    except (JvmBuildError, ValueError) as error:  # --source jvm without javac, a bad choice
-        print(f"pocketmq report: {error}", file=sys.stderr)
-        return 2
-    except Exception as error:  # noqa: BLE001 - no Java, a jar Spark did not take: said
-        print(
-            f"pocketmq report: no Spark session with the pocketmq source: {error}", file=sys.stderr
-        )
-        return 1
+    spark = session_for("pocketmq report", "pocketmq-report", source=source, say=say)
+    if isinstance(spark, int):
+        return spark
     try:
         report = collect_report(
             spark, store, every=every, delay_levels=delay_levels, say=say, source=source

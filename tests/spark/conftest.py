@@ -92,3 +92,15 @@ def cli_run(spark: Any, lifecycle_store: Path, tmp_path_factory: pytest.TempPath
     assert done.returncode == 0, done.stderr[-4000:]
     status = json.loads(done.stdout.splitlines()[-1])
     return CliRun(store=lifecycle_store, work=work, status=status, stderr=done.stderr)
+
+
+@pytest.fixture(scope="session")
+def jvm_jar() -> Path:
+    """The JVM data source's jar (built at first use; skipped where it cannot be built)."""
+    pytest.importorskip("pyspark")
+    from pocketmq.sparkexport.jvm import JvmBuildError, build_jar
+
+    try:
+        return build_jar()
+    except JvmBuildError as error:
+        pytest.skip(str(error))

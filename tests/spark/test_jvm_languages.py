@@ -22,17 +22,6 @@ JAVA_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 
 
 @pytest.fixture(scope="module")
-def jar() -> Path:
-    pytest.importorskip("pyspark")
-    from pocketmq.sparkexport.jvm import JvmBuildError, build_jar
-
-    try:
-        return build_jar()
-    except JvmBuildError as error:
-        pytest.skip(str(error))
-
-
-@pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("languages") / "store"
     write_store(root, varied_messages(MESSAGES))
@@ -83,7 +72,7 @@ def run(command: list[str], cwd: Path) -> str:
 
 
 def test_scala_and_spark_sql_in_spark_shell(
-    spark: Any, jar: Path, store: Path, tmp_path: Path
+    spark: Any, jvm_jar: Path, store: Path, tmp_path: Path
 ) -> None:
     from pocketmq.sparkexport.jvm import pyspark_jars
 
@@ -105,7 +94,7 @@ System.exit(0)
             "--master",
             "local[1]",
             "--jars",
-            str(jar),
+            str(jvm_jar),
             "--driver-java-options",
             JAVA_OPTIONS,
             "--conf",
@@ -123,7 +112,7 @@ System.exit(0)
     assert found == want
 
 
-def test_a_java_program(spark: Any, jar: Path, store: Path, tmp_path: Path) -> None:
+def test_a_java_program(spark: Any, jvm_jar: Path, store: Path, tmp_path: Path) -> None:
     javac, java = shutil.which("javac"), shutil.which("java")
     if javac is None or java is None:
         pytest.skip("no JDK (javac, java) on PATH")
@@ -150,7 +139,7 @@ public class ReadStore {
 }
 """
     )
-    classpath = f"{pyspark_jars()}/*:{jar}"
+    classpath = f"{pyspark_jars()}/*:{jvm_jar}"
     run([javac, "--release", "17", "-cp", classpath, "-d", str(tmp_path), str(source)], tmp_path)
     # The module openings Spark's launcher passes on Java 17 (JavaModuleOptions)
     opens = [

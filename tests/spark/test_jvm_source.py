@@ -42,17 +42,6 @@ def test_the_generated_layout_is_up_to_date() -> None:
 
 
 @pytest.fixture(scope="module")
-def jvm_jar() -> Path:
-    pytest.importorskip("pyspark")
-    from pocketmq.sparkexport.jvm import JvmBuildError, build_jar
-
-    try:
-        return build_jar()
-    except JvmBuildError as error:
-        pytest.skip(str(error))
-
-
-@pytest.fixture(scope="module")
 def jvm(spark: Any, jvm_jar: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The shared session with the JVM classes on it (no service entry: see the docstring)."""
     with zipfile.ZipFile(jvm_jar) as jar:
