@@ -114,6 +114,11 @@ def handle_get_consume_stats(
     return request.make_response(ResponseCode.SUCCESS, body=encode_fastjson(body))
 
 
+def _no_such_topic(request: RemotingCommand, topic: str) -> RemotingCommand:
+    """RocketMQ's answer to a stats request for a topic this broker does not have."""
+    return request.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+
+
 def handle_get_topic_stats_info(
     broker: BrokerCore, request: RemotingCommand, connection: Connection
 ) -> RemotingCommand:
@@ -124,7 +129,7 @@ def handle_get_topic_stats_info(
     topic = header.topic
     config = broker.topics.get(topic)
     if config is None:
-        return request.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        return _no_such_topic(request, topic)
     table = TopicStatsTable(topic_put_tps=broker.stats.topic_put_tps(topic))
     broker_name = broker.config.broker_name
     for queue_id in range(max(config.write_queue_nums, config.read_queue_nums)):
@@ -349,7 +354,7 @@ def handle_query_consume_time_span(
     topic = header.topic
     config = broker.topics.get(topic)
     if config is None:
-        return request.make_response(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        return _no_such_topic(request, topic)
     progress = broker.progress
     now = broker.now_ms()
     spans = []
